@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command (README "Run the tests"). Installs what a fresh machine lacks, then runs
+# the format and lint gates and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*"; }
+
+# Real kubectl, for the Kubernetes simulator's faithfulness tests.
+if ! command -v kubectl >/dev/null 2>&1; then
+  log "installing kubectl (Debian kubernetes-client)"
+  apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null
+fi
+
+# The official Azure SDK for Python, to check the ARM simulator against a second client.
+venv=target/pyenv
+if ! "$venv/bin/python" -c 'import azure.mgmt.network, azure.identity' >/dev/null 2>&1; then
+  log "installing the Azure SDK for Python into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/arm-sim/python/requirements.txt
+fi
+export CUTOVER_PYTHON="$PWD/$venv/bin/python"
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+log "cargo test"
+cargo test --workspace --locked
