@@ -715,12 +715,7 @@ mod tests {
             .collect();
         assert!(lbs.contains("kubernetes-2") && !lbs.contains("kubernetes"));
         // The last user node serves shop-checkout on the second LB and sits on the first.
-        let user = c
-            .nodes
-            .iter()
-            .filter(|n| n.pool == "userpool")
-            .next_back()
-            .unwrap();
+        let user = c.nodes.iter().rfind(|n| n.pool == "userpool").unwrap();
         let lbs: HashSet<_> = c
             .pools_of(&user.name)
             .map(|(lb, _)| lb.name.as_str())
