@@ -1,0 +1,195 @@
+//! Runs one command against the actuator and prints its answer.
+
+use crate::cli::{Cli, Command, NodeArgs, Output, State, Wait};
+use crate::{connect, render};
+use cutover_proto::v1::actuator_client::ActuatorClient;
+use cutover_proto::v1::{
+    AdminState, GetNodeAdminStateRequest, ListHeldEntriesRequest, NodeRef,
+    SetNodeAdminStateRequest, WaitFor, WatchResultsRequest,
+};
+use std::fmt;
+use std::process::ExitCode;
+use tokio_stream::StreamExt;
+
+/// How a successful command ended.
+#[derive(Debug)]
+pub enum Outcome {
+    Done,
+    /// `set --wait` returned before the requested phase.
+    WaitTimedOut,
+}
+
+impl Outcome {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Outcome::Done => ExitCode::SUCCESS,
+            Outcome::WaitTimedOut => ExitCode::from(3),
+        }
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad flags, unreadable files, no connection.
+    Setup(anyhow::Error),
+    /// The actuator answered with an error status.
+    Refused(tonic::Status),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Failure::Setup(_) => ExitCode::from(2),
+            Failure::Refused(_) => ExitCode::FAILURE,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Setup(e) => write!(f, "{e:#}"),
+            Failure::Refused(status) => write!(
+                f,
+                "the actuator refused ({:?}): {}",
+                status.code(),
+                status.message()
+            ),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Setup(e)
+    }
+}
+
+impl From<tonic::Status> for Failure {
+    fn from(s: tonic::Status) -> Self {
+        Failure::Refused(s)
+    }
+}
+
+fn node_ref(args: NodeArgs) -> NodeRef {
+    NodeRef {
+        name: args.node,
+        uid: args.uid.unwrap_or_default(),
+        provider_id: args.provider_id.unwrap_or_default(),
+        internal_ips: args.ips,
+        zone: String::new(),
+    }
+}
+
+fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+pub async fn run(cli: Cli) -> Result<Outcome, Failure> {
+    let channel = connect::channel(&cli.conn).await?;
+    let mut client = ActuatorClient::new(channel);
+    let json = cli.output == Output::Json;
+    match cli.command {
+        Command::Get { node, fresh } => {
+            let resp = client
+                .get_node_admin_state(GetNodeAdminStateRequest {
+                    node: Some(node_ref(node)),
+                    fresh,
+                })
+                .await?
+                .into_inner();
+            if json {
+                print_json(&render::get_json(&resp));
+            } else {
+                print!("{}", render::get_table(&resp));
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Set {
+            node,
+            state,
+            reason,
+            wait,
+            wait_timeout,
+        } => {
+            let admin_state = match state {
+                State::Down => AdminState::Down,
+                State::None => AdminState::None,
+            };
+            let wait = match wait {
+                Wait::Queued => WaitFor::Unspecified,
+                Wait::Accepted => WaitFor::Accepted,
+                Wait::Effective => WaitFor::Effective,
+            };
+            let request = SetNodeAdminStateRequest {
+                node: Some(node_ref(node)),
+                admin_state: admin_state as i32,
+                reason,
+                wait: wait as i32,
+                wait_timeout: prost_types::Duration::try_from(wait_timeout).ok(),
+            };
+            let mut call = tonic::Request::new(request);
+            // The call itself may last as long as the wait, plus slack for the answer.
+            call.set_timeout(wait_timeout + cli.conn.timeout);
+            let resp = client.set_node_admin_state(call).await?.into_inner();
+            let result = resp.result.unwrap_or_default();
+            if json {
+                let mut value = render::result_json(&result);
+                value["timedOut"] = resp.timed_out.into();
+                print_json(&value);
+            } else {
+                print!("{}", render::result_table(std::slice::from_ref(&result)));
+                if resp.timed_out {
+                    eprintln!("cutoverctl: the wait timed out before the requested phase");
+                }
+            }
+            Ok(if resp.timed_out {
+                Outcome::WaitTimedOut
+            } else {
+                Outcome::Done
+            })
+        }
+        Command::List { load_balancer } => {
+            let resp = client
+                .list_held_entries(ListHeldEntriesRequest {
+                    load_balancer: load_balancer.unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
+            if json {
+                print_json(&render::held_json(&resp));
+            } else {
+                print!("{}", render::held_table(&resp));
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Watch { node } => {
+            let mut call = tonic::Request::new(WatchResultsRequest {
+                node_name: node.unwrap_or_default(),
+            });
+            // A watch lasts until interrupted: lift the unary deadline.
+            call.set_timeout(std::time::Duration::from_secs(365 * 24 * 3600));
+            let mut stream = client.watch_results(call).await?.into_inner();
+            let mut header = true;
+            while let Some(item) = stream.next().await {
+                let result = item?;
+                if json {
+                    print_json(&render::result_json(&result));
+                } else {
+                    let text = render::result_table(std::slice::from_ref(&result));
+                    let mut lines = text.lines();
+                    let head = lines.next().unwrap_or_default();
+                    if header {
+                        println!("{head}");
+                        header = false;
+                    }
+                    for line in lines {
+                        println!("{line}");
+                    }
+                }
+            }
+            Ok(Outcome::Done)
+        }
+    }
+}
