@@ -1,0 +1,57 @@
+//! Finds the binaries of the workspace (simulators, services, cutoverctl) next to the running
+//! executable, building them first so a sandbox never runs stale code.
+
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+
+/// The packages whose binaries the sandbox starts, as `(package, binary)`.
+pub const BINARIES: &[(&str, &str)] = &[
+    ("kube-sim", "kube-sim"),
+    ("arm-sim", "arm-sim"),
+    ("signal-svc", "signal-svc"),
+    ("actuator-svc", "actuator-svc"),
+    ("cutoverctl", "cutoverctl"),
+];
+
+/// `target/<profile>` of the running executable (`target/<profile>/deps` for test binaries).
+pub fn profile_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locate the running executable")?;
+    let mut dir = exe
+        .parent()
+        .context("executable has no parent directory")?
+        .to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    Ok(dir)
+}
+
+/// Builds every binary in [`BINARIES`] with the profile of the running executable. Cargo makes
+/// this a no-op when they are fresh.
+pub fn build_all() -> anyhow::Result<()> {
+    let dir = profile_dir()?;
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.arg("build").arg("--quiet");
+    if release {
+        cmd.arg("--release");
+    }
+    for (package, bin) in BINARIES {
+        cmd.args(["-p", package, "--bin", bin]);
+    }
+    let status = cmd.status().context("run cargo build")?;
+    if !status.success() {
+        bail!("cargo build of the sandbox binaries failed ({status})");
+    }
+    Ok(())
+}
+
+/// The path of a built binary.
+pub fn path(bin: &str) -> anyhow::Result<PathBuf> {
+    let path = profile_dir()?.join(bin);
+    if !path.exists() {
+        bail!("{} is missing: build it with `cargo build -p {bin}`", path.display());
+    }
+    Ok(path)
+}

@@ -1,0 +1,12 @@
+//! The cutover sandbox and whole-system tests.
+//!
+//! Everything runs as real processes on loopback: `kube-sim` and `arm-sim` seeded with the
+//! same AKS-like cluster (`aks-fixture`), then signal-svc (two replicas, leader-elected) and
+//! actuator-svc (two replicas, mutual TLS) pointed at them. Scenarios act on the cluster through
+//! the Kubernetes API, and judge the outcome from the ARM simulator's request and effective
+//! logs: the exact end state of every backend entry, the time from taint to effective, the ARM
+//! budget spent, and the absence of flapping.
+
+pub mod bins;
+pub mod certs;
+pub mod procs;
