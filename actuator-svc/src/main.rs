@@ -1,1 +1,35 @@
-fn main() {}
+//! actuator-svc binary: parse flags, set up logging, run until SIGTERM/SIGINT, drain.
+
+use actuator_svc::config::azure_json::EnvOverrides;
+use actuator_svc::config::cli::{Args, LogFormat};
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match args.log_format {
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init(),
+        LogFormat::Plain => tracing_subscriber::fmt().with_env_filter(filter).init(),
+    }
+    let running = actuator_svc::runtime::start(args, EnvOverrides::from_process()).await?;
+    wait_for_signal().await?;
+    tracing::info!("draining");
+    if !running.shutdown().await {
+        anyhow::bail!("in-flight writes did not finish within --shutdown-grace");
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r?,
+    }
+    Ok(())
+}

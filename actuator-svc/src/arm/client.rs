@@ -1,0 +1,511 @@
+//! A thin ARM client over `azure_core`'s `HttpClient` (reqwest + rustls) and an
+//! `azure_identity` credential.
+//!
+//! Why not `azure_mgmt_network`'s generated client: it cannot send `If-Match` and, with no
+//! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). We keep
+//! its *models* (the pool index types entries through them) and build the six requests we need
+//! here: LIST pools (following `nextLink`), GET LB, PUT pool / PUT LB with `If-Match`, GET the
+//! `Azure-AsyncOperation` URL, LIST NICs. Every call goes through the shared [`Budget`], is
+//! bounded by a timeout, records metrics and runs in a tracing span.
+
+use super::budget::{Budget, Class, Verdict};
+use super::error::ArmError;
+use crate::metrics::Metrics;
+use azure_core::auth::TokenCredential;
+use azure_core::headers::{HeaderName, Headers};
+use azure_core::{HttpClient, Method, Request, Url};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+/// The api-version of every call (the one `azure_mgmt_network` 0.21 `package-2024-03` uses).
+pub const API_VERSION: &str = "2024-03-01";
+/// The token scope for ARM, whatever endpoint we talk to.
+pub const SCOPE: &str = "https://management.azure.com/.default";
+
+/// A PUT that ARM accepted.
+#[derive(Debug, Clone)]
+pub struct PutAccepted {
+    /// The body ARM answered with (the resource, usually `Updating`, with its new etag).
+    pub body: Value,
+    /// The operation to poll, if ARM gave one.
+    pub operation: Option<Url>,
+    pub retry_after: Option<Duration>,
+}
+
+/// The state of a long-running operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpStatus {
+    InProgress {
+        retry_after: Option<Duration>,
+    },
+    Succeeded,
+    /// `Failed` or `Canceled`, with the error.
+    Ended {
+        status: String,
+        code: String,
+        message: String,
+        details: Vec<String>,
+    },
+}
+
+/// Where the managed resources live.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub endpoint: Url,
+    pub subscription_id: String,
+    pub lb_resource_group: String,
+    pub node_resource_group: String,
+}
+
+/// The ARM client. Cheap to clone; the budget is shared.
+#[derive(Clone)]
+pub struct ArmClient {
+    http: Arc<dyn HttpClient>,
+    credential: Arc<dyn TokenCredential>,
+    scope: Scope,
+    budget: Arc<Mutex<Budget>>,
+    metrics: Arc<Metrics>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for ArmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArmClient")
+            .field("endpoint", &self.scope.endpoint.as_str())
+            .finish()
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: Headers,
+    body: bytes::Bytes,
+}
+
+fn header(headers: &Headers, name: &'static str) -> Option<String> {
+    headers.get_optional_string(&HeaderName::from_static(name))
+}
+
+/// Parses `Retry-After` (seconds or an HTTP date) and the millisecond variants.
+pub fn retry_after(headers: &Headers) -> Option<Duration> {
+    for ms in ["retry-after-ms", "x-ms-retry-after-ms"] {
+        if let Some(v) = header(headers, ms).and_then(|v| v.trim().parse::<u64>().ok()) {
+            return Some(Duration::from_millis(v));
+        }
+    }
+    let v = header(headers, "retry-after")?;
+    if let Ok(secs) = v.trim().parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when =
+        time::OffsetDateTime::parse(v.trim(), &time::format_description::well_known::Rfc2822)
+            .ok()?;
+    let delta = when - time::OffsetDateTime::now_utc();
+    Some(Duration::from_secs_f64(delta.as_seconds_f64().max(0.0)))
+}
+
+/// Splits an ARM error body into code, message and detail codes.
+fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let err = v.get("error").unwrap_or(&v);
+    let s = |k: &str| {
+        err.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let details = err
+        .get("details")
+        .and_then(Value::as_array)
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.get("code").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut message = s("message");
+    if let Some(first) = err.pointer("/details/0/message").and_then(Value::as_str) {
+        message = format!("{message} ({first})");
+    }
+    (s("code"), message, details)
+}
+
+impl ArmClient {
+    /// A client for `scope`, sharing `budget`.
+    pub fn new(
+        http: Arc<dyn HttpClient>,
+        credential: Arc<dyn TokenCredential>,
+        scope: Scope,
+        budget: Arc<Mutex<Budget>>,
+        metrics: Arc<Metrics>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            http,
+            credential,
+            scope,
+            budget,
+            metrics,
+            timeout,
+        }
+    }
+
+    /// Where this client points.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The ARM ID of a load balancer.
+    pub fn lb_id(&self, lb: &str) -> String {
+        format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/loadBalancers/{lb}",
+            self.scope.subscription_id, self.scope.lb_resource_group
+        )
+    }
+
+    fn url(&self, path: &str) -> Result<Url, ArmError> {
+        let mut url = self
+            .scope
+            .endpoint
+            .join(path)
+            .map_err(|e| ArmError::Decode {
+                op: "url",
+                resource: path.to_string(),
+                message: e.to_string(),
+            })?;
+        url.query_pairs_mut()
+            .append_pair("api-version", API_VERSION);
+        Ok(url)
+    }
+
+    /// Gets a token now (used for readiness and by every call).
+    pub async fn token(&self) -> Result<String, ArmError> {
+        self.credential
+            .get_token(&[SCOPE])
+            .await
+            .map(|t| t.token.secret().to_string())
+            .map_err(|e| ArmError::Token(e.to_string()))
+    }
+
+    async fn wait_budget(&self, class: Class) {
+        loop {
+            let verdict = self
+                .budget
+                .lock()
+                .acquire(class, tokio::time::Instant::now());
+            match verdict {
+                Verdict::Go => return,
+                Verdict::Wait(d) => {
+                    self.metrics.rate_limited(class.label());
+                    tokio::time::sleep(d).await;
+                }
+            }
+        }
+    }
+
+    /// One request: budget, token, timeout, metrics, error mapping. A 401 clears the token
+    /// cache and is tried once more (a token that expired early, or was revoked).
+    async fn call(
+        &self,
+        op: &'static str,
+        method: Method,
+        url: Url,
+        if_match: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<Answer, ArmError> {
+        let class = if matches!(method, Method::Get | Method::Head) {
+            Class::Read
+        } else {
+            Class::Write
+        };
+        let resource = url.path().to_string();
+        let span =
+            tracing::debug_span!("arm", op, resource = %resource, status = tracing::field::Empty);
+        async {
+            let mut answer = self
+                .call_once(op, class, &method, &url, if_match, body)
+                .await?;
+            if answer.status == 401 {
+                let _ = self.credential.clear_cache().await;
+                answer = self
+                    .call_once(op, class, &method, &url, if_match, body)
+                    .await?;
+            }
+            tracing::Span::current().record("status", answer.status);
+            if (200..300).contains(&answer.status) {
+                return Ok(answer);
+            }
+            let (code, message, details) = cloud_error(&answer.body);
+            let retry_after = retry_after(&answer.headers);
+            if answer.status == 429 {
+                self.metrics.throttled(class.label());
+                // Honour Retry-After for the whole class, except for NRP's per-LB lock, which
+                // says nothing about the subscription's budget.
+                let lock = details
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case("RetryableErrorDueToAnotherOperation"));
+                if !lock {
+                    let pause = retry_after.unwrap_or(Duration::from_secs(1));
+                    self.budget
+                        .lock()
+                        .on_throttled(class, pause, tokio::time::Instant::now());
+                }
+            }
+            Err(ArmError::Http {
+                op,
+                resource: resource.clone(),
+                status: answer.status,
+                code,
+                message,
+                details,
+                retry_after,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn call_once(
+        &self,
+        op: &'static str,
+        class: Class,
+        method: &Method,
+        url: &Url,
+        if_match: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<Answer, ArmError> {
+        self.wait_budget(class).await;
+        let token = self.token().await?;
+        let mut req = Request::new(url.clone(), method.clone());
+        req.insert_header("authorization", format!("Bearer {token}"));
+        req.insert_header("accept", "application/json");
+        if let Some(etag) = if_match {
+            req.insert_header("if-match", etag.to_string());
+        }
+        if let Some(body) = body {
+            req.insert_header("content-type", "application/json");
+            let bytes = serde_json::to_vec(body).map_err(|e| ArmError::Decode {
+                op,
+                resource: url.path().to_string(),
+                message: e.to_string(),
+            })?;
+            req.set_body(bytes);
+        }
+        let resource = url.path().to_string();
+        let fut = async {
+            let rsp = self.http.execute_request(&req).await?;
+            let (status, headers, body) = rsp.deconstruct();
+            let body = body.collect().await?;
+            Ok::<_, azure_core::Error>(Answer {
+                status: u16::from(status),
+                headers,
+                body,
+            })
+        };
+        let answer = match tokio::time::timeout(self.timeout, fut).await {
+            Err(_) => {
+                self.metrics.arm_request(op, 0);
+                return Err(ArmError::Timeout {
+                    op,
+                    resource,
+                    timeout: self.timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                self.metrics.arm_request(op, 0);
+                return Err(ArmError::Transport {
+                    op,
+                    resource,
+                    message: e.to_string(),
+                });
+            }
+            Ok(Ok(a)) => a,
+        };
+        self.metrics.arm_request(op, answer.status);
+        let remaining_header = match class {
+            Class::Read => "x-ms-ratelimit-remaining-subscription-reads",
+            Class::Write => "x-ms-ratelimit-remaining-subscription-writes",
+        };
+        if let Some(rem) =
+            header(&answer.headers, remaining_header).and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            self.metrics.remaining(class.label(), rem);
+            self.budget
+                .lock()
+                .on_remaining(class, rem, tokio::time::Instant::now());
+        }
+        Ok(answer)
+    }
+
+    fn json(op: &'static str, a: &Answer, resource: &str) -> Result<Value, ArmError> {
+        serde_json::from_slice(&a.body).map_err(|e| ArmError::Decode {
+            op,
+            resource: resource.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// LIST the backend pools of `lb`, following `nextLink`. `Ok(None)` when the LB does not exist.
+    pub async fn list_pools(&self, lb: &str) -> Result<Option<Vec<Value>>, ArmError> {
+        let path = format!("{}/backendAddressPools", self.lb_id(lb));
+        let mut url = self.url(&path)?;
+        let mut pools = Vec::new();
+        for _page in 0..1000 {
+            let a = match self
+                .call("list_pools", Method::Get, url.clone(), None, None)
+                .await
+            {
+                Err(e) if e.is_not_found() => return Ok(None),
+                other => other?,
+            };
+            let v = Self::json("list_pools", &a, &path)?;
+            if let Some(items) = v.get("value").and_then(Value::as_array) {
+                pools.extend(items.iter().cloned());
+            }
+            match v
+                .get("nextLink")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                Some(next) => {
+                    url = Url::parse(next).map_err(|e| ArmError::Decode {
+                        op: "list_pools",
+                        resource: path.clone(),
+                        message: format!("bad nextLink: {e}"),
+                    })?;
+                }
+                None => return Ok(Some(pools)),
+            }
+        }
+        Err(ArmError::Decode {
+            op: "list_pools",
+            resource: path,
+            message: "more than 1000 pages".into(),
+        })
+    }
+
+    /// GET the load balancer (pools embedded). `Ok(None)` when it does not exist.
+    pub async fn get_lb(&self, lb: &str) -> Result<Option<Value>, ArmError> {
+        let path = self.lb_id(lb);
+        match self
+            .call("get_lb", Method::Get, self.url(&path)?, None, None)
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+            Ok(a) => Self::json("get_lb", &a, &path).map(Some),
+        }
+    }
+
+    async fn put(
+        &self,
+        op: &'static str,
+        path: &str,
+        body: &Value,
+        if_match: Option<&str>,
+    ) -> Result<PutAccepted, ArmError> {
+        let a = self
+            .call(op, Method::Put, self.url(path)?, if_match, Some(body))
+            .await?;
+        let operation =
+            header(&a.headers, "azure-asyncoperation").and_then(|u| Url::parse(&u).ok());
+        Ok(PutAccepted {
+            body: Self::json(op, &a, path)?,
+            operation,
+            retry_after: retry_after(&a.headers),
+        })
+    }
+
+    /// PUT one backend pool with `If-Match`.
+    pub async fn put_pool(
+        &self,
+        lb: &str,
+        pool: &str,
+        body: &Value,
+        if_match: Option<&str>,
+    ) -> Result<PutAccepted, ArmError> {
+        let path = format!("{}/backendAddressPools/{pool}", self.lb_id(lb));
+        self.put("put_pool", &path, body, if_match).await
+    }
+
+    /// PUT the whole load balancer with `If-Match`.
+    pub async fn put_lb(
+        &self,
+        lb: &str,
+        body: &Value,
+        if_match: Option<&str>,
+    ) -> Result<PutAccepted, ArmError> {
+        let path = self.lb_id(lb);
+        self.put("put_lb", &path, body, if_match).await
+    }
+
+    /// GET an `Azure-AsyncOperation` URL once.
+    pub async fn poll(&self, operation: &Url) -> Result<OpStatus, ArmError> {
+        let a = self
+            .call("poll_operation", Method::Get, operation.clone(), None, None)
+            .await?;
+        let v = Self::json("poll_operation", &a, operation.path())?;
+        let status = v
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        Ok(match status.to_ascii_lowercase().as_str() {
+            "succeeded" => OpStatus::Succeeded,
+            "failed" | "canceled" | "cancelled" => {
+                let (code, message, details) = cloud_error(&a.body);
+                OpStatus::Ended {
+                    status,
+                    code,
+                    message,
+                    details,
+                }
+            }
+            _ => OpStatus::InProgress {
+                retry_after: retry_after(&a.headers),
+            },
+        })
+    }
+
+    /// LIST the NICs of the node resource group (for standalone VMs), following `nextLink`.
+    pub async fn list_nics(&self) -> Result<Vec<Value>, ArmError> {
+        let path = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkInterfaces",
+            self.scope.subscription_id, self.scope.node_resource_group
+        );
+        let mut url = self.url(&path)?;
+        let mut nics = Vec::new();
+        for _page in 0..1000 {
+            let a = match self
+                .call("list_nics", Method::Get, url.clone(), None, None)
+                .await
+            {
+                Err(e) if e.is_not_found() => return Ok(nics),
+                other => other?,
+            };
+            let v = Self::json("list_nics", &a, &path)?;
+            if let Some(items) = v.get("value").and_then(Value::as_array) {
+                nics.extend(items.iter().cloned());
+            }
+            match v
+                .get("nextLink")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                Some(next) => {
+                    url = Url::parse(next).map_err(|e| ArmError::Decode {
+                        op: "list_nics",
+                        resource: path.clone(),
+                        message: e.to_string(),
+                    })?
+                }
+                None => return Ok(nics),
+            }
+        }
+        Ok(nics)
+    }
+}

@@ -1,0 +1,11 @@
+//! Azure Resource Manager: a thin client for the few Microsoft.Network calls we make, the
+//! shared request budget, retry policy and ID parsing.
+
+pub mod budget;
+pub mod client;
+pub mod error;
+pub mod ids;
+pub mod retry;
+
+pub use client::{ArmClient, OpStatus, PutAccepted};
+pub use error::ArmError;

@@ -1,0 +1,194 @@
+//! Command-line flags; every flag has an `ACTUATOR_*` environment fallback.
+
+use crate::writer::Strategy;
+use clap::{Parser, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Parses `500ms`, `20s`, `5m`, `1h` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 20s, 5m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// actuator-svc flags.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "actuator-svc",
+    version,
+    about = "Writes Azure Load Balancer backend admin states for cutover"
+)]
+pub struct Args {
+    /// cloud-provider-azure azure.json.
+    #[arg(long, env = "ACTUATOR_CLOUD_CONFIG")]
+    pub cloud_config: PathBuf,
+    /// The cluster name the load balancers are named after.
+    #[arg(long, env = "ACTUATOR_CLUSTER_NAME", default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// ARM endpoint.
+    #[arg(
+        long,
+        env = "ACTUATOR_ARM_ENDPOINT",
+        default_value = "https://management.azure.com"
+    )]
+    pub arm_endpoint: url::Url,
+    /// Azure AD authority host (default: AZURE_AUTHORITY_HOST, else the public cloud).
+    #[arg(long, env = "ACTUATOR_AAD_AUTHORITY")]
+    pub aad_authority: Option<url::Url>,
+    /// gRPC listen address.
+    #[arg(long, env = "ACTUATOR_GRPC_LISTEN", default_value = "0.0.0.0:9443")]
+    pub grpc_listen: SocketAddr,
+    /// Admin HTTP listen address (/live, /ready, /metrics).
+    #[arg(long, env = "ACTUATOR_ADMIN_LISTEN", default_value = "0.0.0.0:9091")]
+    pub admin_listen: SocketAddr,
+    /// This replica's name (reported to clients).
+    #[arg(long, env = "POD_NAME", default_value = "actuator-svc")]
+    pub identity: String,
+    /// Maximum age of cached pools before a write re-reads them.
+    #[arg(long, env = "ACTUATOR_POOL_REFRESH_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub pool_refresh_interval: Duration,
+    /// How often pools are re-read and drifted entries repaired.
+    #[arg(long, env = "ACTUATOR_SELF_HEAL_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub self_heal_interval: Duration,
+    /// One PUT per changed pool, or one PUT of the whole LB (default: the benchmark winner).
+    #[arg(
+        long,
+        env = "ACTUATOR_WRITE_STRATEGY",
+        value_enum,
+        default_value = "whole-lb"
+    )]
+    pub write_strategy: Strategy,
+    /// Resolve and log writes without making them.
+    #[arg(long, env = "ACTUATOR_DRY_RUN")]
+    pub dry_run: bool,
+    #[arg(long, env = "ACTUATOR_LOG_FORMAT", value_enum, default_value = "plain")]
+    pub log_format: LogFormat,
+    /// Time allowed for in-flight writes on SIGTERM.
+    #[arg(long, env = "ACTUATOR_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Timeout of one ARM request.
+    #[arg(long, env = "ACTUATOR_ARM_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub arm_timeout: Duration,
+    /// Operation poll interval when ARM sends no Retry-After.
+    #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+    /// Serving certificate (PEM); enables TLS.
+    #[arg(long, env = "ACTUATOR_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long, env = "ACTUATOR_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA that signs client certificates; enables client-certificate authentication.
+    #[arg(long, env = "ACTUATOR_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Client identities (SAN DNS/URI or CN) allowed to open the desired-state stream.
+    #[arg(
+        long,
+        env = "ACTUATOR_SIGNAL_CLIENTS",
+        value_delimiter = ',',
+        requires = "tls_client_ca"
+    )]
+    pub signal_clients: Vec<String>,
+    /// Client identities allowed to call the tool RPCs.
+    #[arg(
+        long,
+        env = "ACTUATOR_TOOL_CLIENTS",
+        value_delimiter = ',',
+        requires = "tls_client_ca"
+    )]
+    pub tool_clients: Vec<String>,
+}
+
+impl Args {
+    /// The AAD authority: the flag, else `AZURE_AUTHORITY_HOST`, else the public cloud.
+    pub fn authority(&self) -> Result<url::Url, String> {
+        if let Some(a) = &self.aad_authority {
+            return Ok(a.clone());
+        }
+        match std::env::var("AZURE_AUTHORITY_HOST")
+            .ok()
+            .filter(|s| !s.is_empty())
+        {
+            Some(s) => url::Url::parse(&s).map_err(|e| format!("AZURE_AUTHORITY_HOST: {e}")),
+            None => url::Url::parse("https://login.microsoftonline.com").map_err(|e| e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_are_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn allow_lists_need_client_certificates() {
+        let r = Args::try_parse_from([
+            "actuator-svc",
+            "--cloud-config",
+            "x",
+            "--signal-clients",
+            "a",
+        ]);
+        assert!(r.is_err());
+        let ok = Args::try_parse_from([
+            "actuator-svc",
+            "--cloud-config",
+            "x",
+            "--tls-cert",
+            "c",
+            "--tls-key",
+            "k",
+            "--tls-client-ca",
+            "ca",
+            "--signal-clients",
+            "a,b",
+            "--tool-clients",
+            "t",
+            "--write-strategy",
+            "per-pool",
+        ])
+        .unwrap();
+        assert_eq!(ok.signal_clients, vec!["a", "b"]);
+        assert_eq!(ok.write_strategy, Strategy::PerPool);
+    }
+}

@@ -1,0 +1,90 @@
+//! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection, over TLS with
+//! client certificates when configured.
+
+pub mod auth;
+pub mod service;
+pub mod validate;
+
+use cutover_proto::v1::actuator_server::ActuatorServer;
+use service::ActuatorService;
+use std::path::Path;
+use tokio::net::TcpListener;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+/// The server cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{flag} {path}: {source}")]
+    Read {
+        flag: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("TLS settings: {0}")]
+    Tls(String),
+    #[error("reflection: {0}")]
+    Reflection(String),
+    #[error("gRPC server: {0}")]
+    Serve(String),
+}
+
+/// TLS material paths.
+#[derive(Debug, Clone)]
+pub struct TlsFiles<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+    pub client_ca: Option<&'a Path>,
+}
+
+fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, ServerError> {
+    std::fs::read(path).map_err(|source| ServerError::Read {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Builds the TLS configuration (reads the files now, so bad paths stop start-up).
+pub fn tls_config(files: &TlsFiles<'_>) -> Result<ServerTlsConfig, ServerError> {
+    let identity = Identity::from_pem(
+        read("--tls-cert", files.cert)?,
+        read("--tls-key", files.key)?,
+    );
+    let mut tls = ServerTlsConfig::new().identity(identity);
+    if let Some(ca) = files.client_ca {
+        // Client certificates are then required: a caller without one fails the handshake.
+        tls = tls.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
+    }
+    Ok(tls)
+}
+
+/// Serves until `shutdown` resolves.
+pub async fn serve<H: tonic_health::pb::health_server::Health>(
+    listener: TcpListener,
+    tls: Option<ServerTlsConfig>,
+    svc: ActuatorService,
+    health_svc: tonic_health::pb::health_server::HealthServer<H>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(cutover_proto::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServerError::Reflection(e.to_string()))?;
+    let mut builder = Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls)
+            .map_err(|e| ServerError::Tls(e.to_string()))?;
+    }
+    builder
+        .add_service(health_svc)
+        .add_service(reflection)
+        .add_service(ActuatorServer::new(svc))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| ServerError::Serve(e.to_string()))
+}

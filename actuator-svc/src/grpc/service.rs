@@ -1,0 +1,435 @@
+//! The `cutover.v1.Actuator` service. Every handler checks the caller's allow-list first, then
+//! validates the whole request (INVALID_ARGUMENT naming the field) before touching any state.
+
+use super::auth::{AllowLists, Role};
+use super::validate::{self, Desired};
+use crate::arm::ArmClient;
+use crate::cache::SharedCache;
+use crate::index::{LbPools, NicMap, PoolIndex};
+use crate::state::{Offer, Source, Store, admin_to_proto, entry_ref};
+use cutover_proto::v1::actuator_server::Actuator;
+use cutover_proto::v1::{
+    ActuatorMessage, AdminState, GetNodeAdminStateRequest, GetNodeAdminStateResponse, HeldNode,
+    HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeResult, ResultPhase,
+    SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, WaitFor,
+    WatchResultsRequest, actuator_message, signal_message,
+};
+use parking_lot::Mutex;
+use std::collections::HashSet;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The service state.
+#[derive(Clone)]
+pub struct ActuatorService {
+    pub store: Arc<Store>,
+    pub cache: Arc<SharedCache>,
+    pub arm: ArmClient,
+    pub lists: AllowLists,
+    pub identity: String,
+    pub cluster_name: String,
+}
+
+type ResultStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+fn invalid(msg: String) -> Status {
+    Status::invalid_argument(msg)
+}
+
+/// Runs one desired-state stream until the client ends it or it must be refused.
+async fn serve_stream(
+    svc: ActuatorService,
+    mut inbound: Streaming<SignalMessage>,
+    tx: mpsc::Sender<Result<ActuatorMessage, Status>>,
+) {
+    let refuse = |status: Status| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(Err(status)).await;
+        }
+    };
+    let hello = match inbound.message().await {
+        Ok(Some(SignalMessage {
+            kind: Some(signal_message::Kind::Hello(h)),
+        })) => h,
+        Ok(Some(_)) => {
+            return refuse(invalid("hello: the first message must be hello".into())).await;
+        }
+        Ok(None) => return,
+        Err(e) => return refuse(e).await,
+    };
+    if hello.cluster_name != svc.cluster_name {
+        return refuse(Status::failed_precondition(format!(
+            "hello.cluster_name: this actuator manages cluster {:?}, not {:?}",
+            svc.cluster_name, hello.cluster_name
+        )))
+        .await;
+    }
+    let epoch = hello.leader_epoch;
+    if let Err(newer) = svc.store.accept_epoch(epoch) {
+        return refuse(Status::failed_precondition(format!(
+            "hello.leader_epoch: {epoch} is older than the accepted leader epoch {newer}"
+        )))
+        .await;
+    }
+    tracing::info!(sender = %hello.sender_identity, epoch, "desired-state stream opened");
+    let mine: Arc<Mutex<HashSet<String>>> = Arc::default();
+    // Subscribe before acknowledging, so no result of this stream's nodes is missed.
+    let mut results = svc.store.subscribe();
+    let ack = ActuatorMessage {
+        kind: Some(actuator_message::Kind::HelloAck(HelloAck {
+            actuator_identity: svc.identity.clone(),
+            load_balancers: svc.store.lbs(),
+        })),
+    };
+    if tx.send(Ok(ack)).await.is_err() {
+        return;
+    }
+    let forward = {
+        let tx = tx.clone();
+        let mine = mine.clone();
+        tokio::spawn(async move {
+            loop {
+                match results.recv().await {
+                    Ok(r) => {
+                        let ours = r
+                            .node
+                            .as_ref()
+                            .is_some_and(|n| mine.lock().contains(&n.uid));
+                        if ours
+                            && tx
+                                .send(Ok(ActuatorMessage {
+                                    kind: Some(actuator_message::Kind::Result(r)),
+                                }))
+                                .await
+                                .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    // A slow client skips results; later ones (and the next snapshot) carry the state.
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(skipped = n, "stream client lags; results skipped")
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        })
+    };
+    let outcome = stream_loop(&svc, &mut inbound, epoch, &mine).await;
+    if let Err(status) = outcome {
+        tracing::warn!(error = %status.message(), "desired-state stream refused");
+        let _ = tx.send(Err(status)).await;
+    }
+    forward.abort();
+}
+
+async fn stream_loop(
+    svc: &ActuatorService,
+    inbound: &mut Streaming<SignalMessage>,
+    epoch: u64,
+    mine: &Mutex<HashSet<String>>,
+) -> Result<(), Status> {
+    let mut in_snapshot = true;
+    let mut mentioned: HashSet<String> = HashSet::new();
+    let mut received: u64 = 0;
+    let apply = |d: Desired| {
+        mine.lock().insert(d.node.uid.clone());
+        if svc.store.offer(
+            d.key,
+            d.node,
+            d.spec,
+            d.desired,
+            d.version,
+            Source::Stream,
+            d.reasons,
+        ) == Offer::Stale
+        {
+            tracing::debug!("stale desired state dropped");
+        }
+    };
+    while let Some(msg) = inbound.message().await? {
+        let newest = svc.store.max_epoch();
+        if newest > epoch {
+            return Err(Status::failed_precondition(format!(
+                "leader epoch {epoch} was superseded by {newest}"
+            )));
+        }
+        match msg.kind {
+            None => return Err(invalid("kind: required".into())),
+            Some(signal_message::Kind::Hello(_)) => {
+                return Err(invalid("hello: sent twice".into()));
+            }
+            Some(signal_message::Kind::Snapshot(s)) => {
+                if !in_snapshot {
+                    return Err(invalid(
+                        "snapshot: after snapshot_end; reconnect to send a new snapshot".into(),
+                    ));
+                }
+                // Validate the whole batch before applying any of it.
+                let batch = s
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| validate::desired(d, &format!("snapshot.nodes[{i}]")))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(invalid)?;
+                received += batch.len() as u64;
+                for d in batch {
+                    mentioned.insert(d.key.clone());
+                    apply(d);
+                }
+            }
+            Some(signal_message::Kind::SnapshotEnd(end)) => {
+                if !in_snapshot {
+                    return Err(invalid("snapshot_end: sent twice".into()));
+                }
+                if end.node_count != received {
+                    return Err(invalid(format!(
+                        "snapshot_end.node_count: {} announced, {received} received",
+                        end.node_count
+                    )));
+                }
+                in_snapshot = false;
+                let dropped = svc.store.retain_stream(&mentioned);
+                tracing::info!(nodes = received, dropped, "snapshot applied");
+            }
+            Some(signal_message::Kind::Delta(d)) => {
+                if in_snapshot {
+                    return Err(invalid("delta: before snapshot_end".into()));
+                }
+                apply(validate::desired(&d, "delta").map_err(invalid)?);
+            }
+            Some(signal_message::Kind::Forget(f)) => {
+                if in_snapshot {
+                    return Err(invalid("forget: before snapshot_end".into()));
+                }
+                let (node, _) =
+                    validate::node(f.node.as_ref(), "forget.node", true).map_err(invalid)?;
+                let Some(version) = f.version else {
+                    return Err(invalid("forget.version: required".into()));
+                };
+                let key = validate::key_of(&node.uid, &node.name);
+                svc.store.forget(&key, &node.uid, version);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reached(r: &NodeResult, wait: WaitFor) -> bool {
+    let phase = ResultPhase::try_from(r.phase).unwrap_or(ResultPhase::Unspecified);
+    match phase {
+        ResultPhase::Superseded => true,
+        ResultPhase::Failed => !r.will_retry,
+        ResultPhase::Effective => true,
+        ResultPhase::Accepted => wait == WaitFor::Accepted,
+        ResultPhase::Unspecified => false,
+    }
+}
+
+impl ActuatorService {
+    async fn fresh_index(&self) -> Result<PoolIndex, Status> {
+        let reads = self.store.lbs().into_iter().map(|lb| {
+            let arm = self.arm.clone();
+            async move { (lb.clone(), arm.list_pools(&lb).await) }
+        });
+        let mut lbs = Vec::new();
+        for (lb, r) in futures::future::join_all(reads).await {
+            match r {
+                Ok(Some(pools)) => lbs.push(LbPools {
+                    id: self.arm.lb_id(&lb),
+                    name: lb,
+                    pools,
+                }),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(Status::unavailable(format!(
+                        "reading load balancer {lb}: {e}"
+                    )));
+                }
+            }
+        }
+        Ok(PoolIndex::build(&lbs, NicMap::new()))
+    }
+}
+
+#[tonic::async_trait]
+impl Actuator for ActuatorService {
+    type StreamDesiredStatesStream = ResultStream<ActuatorMessage>;
+    type WatchResultsStream = ResultStream<NodeResult>;
+
+    async fn stream_desired_states(
+        &self,
+        request: Request<Streaming<SignalMessage>>,
+    ) -> Result<Response<Self::StreamDesiredStatesStream>, Status> {
+        self.lists.check(&request, Role::Signal)?;
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(serve_stream(self.clone(), request.into_inner(), tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn set_node_admin_state(
+        &self,
+        request: Request<SetNodeAdminStateRequest>,
+    ) -> Result<Response<SetNodeAdminStateResponse>, Status> {
+        self.lists.check(&request, Role::Tool)?;
+        let req = request.into_inner();
+        let (node, spec) = validate::node(req.node.as_ref(), "node", false).map_err(invalid)?;
+        let desired = validate::admin(req.admin_state, "admin_state").map_err(invalid)?;
+        let wait = WaitFor::try_from(req.wait)
+            .map_err(|_| invalid(format!("wait: unknown value {}", req.wait)))?;
+        let timeout = validate::wait_timeout(req.wait_timeout.as_ref()).map_err(invalid)?;
+        let version = self.store.next_tool_version();
+        let mut rx = self.store.subscribe();
+        let reasons = if req.reason.is_empty() {
+            vec![]
+        } else {
+            vec![req.reason.clone()]
+        };
+        let name = node.name.clone();
+        self.store.offer(
+            validate::key_of(&node.uid, &node.name),
+            node.clone(),
+            spec,
+            desired,
+            version,
+            Source::Tool,
+            reasons,
+        );
+        let mut last = NodeResult {
+            node: Some(node),
+            version: Some(version),
+            desired: admin_to_proto(desired) as i32,
+            phase: ResultPhase::Unspecified as i32,
+            ..Default::default()
+        };
+        if wait == WaitFor::Unspecified {
+            return Ok(Response::new(SetNodeAdminStateResponse {
+                result: Some(last),
+                timed_out: false,
+            }));
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Err(_) => {
+                    return Ok(Response::new(SetNodeAdminStateResponse {
+                        result: Some(last),
+                        timed_out: true,
+                    }));
+                }
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
+                Ok(Err(broadcast::error::RecvError::Closed)) => {
+                    return Err(Status::unavailable("shutting down"));
+                }
+                Ok(Ok(r)) => {
+                    let ours = r.version == Some(version)
+                        && r.node.as_ref().is_some_and(|n| n.name == name);
+                    if !ours {
+                        continue;
+                    }
+                    let done = reached(&r, wait);
+                    last = r;
+                    if done {
+                        return Ok(Response::new(SetNodeAdminStateResponse {
+                            result: Some(last),
+                            timed_out: false,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn get_node_admin_state(
+        &self,
+        request: Request<GetNodeAdminStateRequest>,
+    ) -> Result<Response<GetNodeAdminStateResponse>, Status> {
+        self.lists.check(&request, Role::Tool)?;
+        let req = request.into_inner();
+        let (node, spec) = validate::node(req.node.as_ref(), "node", false).map_err(invalid)?;
+        let (index, age) = if req.fresh {
+            (self.fresh_index().await?, Duration::ZERO)
+        } else {
+            if !self.cache.built(&self.store.lbs()) {
+                return Err(Status::unavailable(
+                    "pool cache not built yet; retry or ask with fresh = true",
+                ));
+            }
+            self.cache.index(None)
+        };
+        let resolved = index.resolve(&spec, None);
+        let desired = self
+            .store
+            .find(&node.uid, &node.name)
+            .map(|h| admin_to_proto(h.desired))
+            .unwrap_or(AdminState::Unspecified);
+        Ok(Response::new(GetNodeAdminStateResponse {
+            entries: resolved.entries.iter().map(entry_ref).collect(),
+            age: prost_types::Duration::try_from(age).ok(),
+            desired: desired as i32,
+            notes: resolved.notes,
+        }))
+    }
+
+    async fn list_held_entries(
+        &self,
+        request: Request<ListHeldEntriesRequest>,
+    ) -> Result<Response<ListHeldEntriesResponse>, Status> {
+        self.lists.check(&request, Role::Tool)?;
+        let req = request.into_inner();
+        let lb_filter = (!req.load_balancer.is_empty()).then_some(req.load_balancer.as_str());
+        let (index, _) = self.cache.index(None);
+        let mut nodes = Vec::new();
+        for h in self.store.held() {
+            if h.desired != crate::index::Admin::Down {
+                continue;
+            }
+            let entries: Vec<_> = index
+                .resolve(&h.spec, lb_filter)
+                .entries
+                .iter()
+                .map(entry_ref)
+                .collect();
+            if lb_filter.is_some() && entries.is_empty() {
+                continue;
+            }
+            let effective = h.effective()
+                && entries
+                    .iter()
+                    .all(|e| e.admin_state == AdminState::Down as i32);
+            nodes.push(HeldNode {
+                node: Some(h.node.clone()),
+                source: h.source.label().to_string(),
+                reasons: h.reasons.clone(),
+                version: Some(h.version),
+                since: Some(prost_types::Timestamp::from(h.since)),
+                entries,
+                effective,
+            });
+        }
+        Ok(Response::new(ListHeldEntriesResponse { nodes }))
+    }
+
+    async fn watch_results(
+        &self,
+        request: Request<WatchResultsRequest>,
+    ) -> Result<Response<Self::WatchResultsStream>, Status> {
+        self.lists.check(&request, Role::Tool)?;
+        let name = request.into_inner().node_name;
+        let stream = tokio_stream::wrappers::BroadcastStream::new(self.store.subscribe())
+            .filter_map(move |r| match r {
+                Ok(r) if name.is_empty() || r.node.as_ref().is_some_and(|n| n.name == name) => {
+                    Some(Ok(r))
+                }
+                _ => None,
+            });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}

@@ -1,0 +1,239 @@
+use super::*;
+use aks_fixture::{Cluster, IpFamily, PoolType};
+use serde_json::json;
+
+/// Renders a fixture cluster's pools the way ARM lists them.
+pub(crate) fn mk_lbs(c: &Cluster) -> Vec<LbPools> {
+    c.load_balancers
+        .iter()
+        .map(|lb| LbPools {
+            name: lb.name.clone(),
+            id: c.lb_id(&lb.name),
+            pools: lb
+                .pools
+                .iter()
+                .map(|p| {
+                    let entries: Vec<Value> = p
+                        .members
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| {
+                            let node = c.node(m).unwrap();
+                            match c.backend_pool_type {
+                                PoolType::NodeIp => json!({"name": node.name,
+                                    "properties": {"ipAddress": node.ip(p.family)}}),
+                                PoolType::NodeIpConfiguration => json!({
+                                    "name": format!("{:08x}-0000-0000-0000-{:012x}", i, i),
+                                    "id": format!("{}/loadBalancerBackendAddresses/x{i}", c.pool_id(&lb.name, &p.name)),
+                                    "properties": {"networkInterfaceIPConfiguration": {"id":
+                                        node.ip_configuration_id(&c.subscription_id, &c.resource_group, p.family)}}}),
+                            }
+                        })
+                        .collect();
+                    let rules = if p.outbound_only {
+                        json!({"outboundRules": [{"id": "x/outboundRules/aksOutboundRule"}]})
+                    } else {
+                        json!({"loadBalancingRules": [{"id": "x/loadBalancingRules/r1"}]})
+                    };
+                    let mut pool = json!({"name": p.name, "id": c.pool_id(&lb.name, &p.name),
+                        "etag": "W/\"1\"", "properties": {"loadBalancerBackendAddresses": entries}});
+                    for (k, v) in rules.as_object().unwrap() {
+                        pool["properties"][k] = v.clone();
+                    }
+                    pool
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+pub(crate) fn spec_of(n: &aks_fixture::Node) -> NodeSpec {
+    NodeSpec {
+        name: n.name.clone(),
+        uid: n.uid.clone(),
+        provider_id: n.provider_id.clone(),
+        internal_ips: vec![IpAddr::V4(n.ipv4), IpAddr::V6(n.ipv6)],
+    }
+}
+
+fn pools_of(r: &Resolved) -> Vec<(String, String)> {
+    let mut v: Vec<_> = r
+        .entries
+        .iter()
+        .map(|e| (e.lb.clone(), e.pool.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn nic_based_dual_stack_resolves_four_pools_and_skips_outbound_only() {
+    let c = aks_fixture::preset("aks").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    for node in &c.nodes {
+        let r = idx.resolve(&spec_of(node), None);
+        assert_eq!(
+            pools_of(&r),
+            vec![
+                ("kubernetes".into(), "kubernetes".into()),
+                ("kubernetes".into(), "kubernetes-IPv6".into()),
+                ("kubernetes-internal".into(), "kubernetes".into()),
+                ("kubernetes-internal".into(), "kubernetes-IPv6".into()),
+            ],
+            "{}",
+            node.name
+        );
+        // Each entry is this node's own ipConfiguration (IDs compared case-insensitively:
+        // the providerID has the resource group lower-cased, the ipConfiguration ID does not).
+        for e in &r.entries {
+            assert!(
+                e.ip_configuration_id
+                    .contains(&format!("/virtualMachines/{}/", node.instance_id))
+            );
+            assert!(e.ip_configuration_id.contains(&node.vmss_name));
+        }
+    }
+}
+
+#[test]
+fn ip_based_matches_v4_and_v6_addresses() {
+    let c = aks_fixture::preset("aks-ip").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    let node = &c.nodes[4];
+    let r = idx.resolve(&spec_of(node), None);
+    assert_eq!(r.entries.len(), 4);
+    let v6: Vec<_> = r
+        .entries
+        .iter()
+        .filter(|e| e.pool.ends_with("IPv6"))
+        .collect();
+    assert!(v6.iter().all(|e| e.ip_address == node.ipv6.to_string()));
+    // Only the IPv4 address known: only the IPv4 pools.
+    let mut only_v4 = spec_of(node);
+    only_v4.internal_ips.truncate(1);
+    assert_eq!(idx.resolve(&only_v4, None).entries.len(), 2);
+}
+
+#[test]
+fn multi_slb_includes_every_lb_and_per_service_pools() {
+    let c = aks_fixture::preset("aks-multi-slb").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    for node in &c.nodes {
+        let expected: Vec<(String, String)> = {
+            let mut v: Vec<_> = c
+                .pools_of(&node.name)
+                .filter(|(_, p)| !p.outbound_only)
+                .map(|(lb, p)| (lb.name.clone(), p.name.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            pools_of(&idx.resolve(&spec_of(node), None)),
+            expected,
+            "{}",
+            node.name
+        );
+    }
+    let user = c.nodes.iter().rfind(|n| n.pool == "userpool").unwrap();
+    let r = idx.resolve(&spec_of(user), Some("kubernetes-2"));
+    let pools: Vec<_> = r.entries.iter().map(|e| e.pool.as_str()).collect();
+    assert_eq!(pools, vec!["shop-checkout", "shop-checkout-ipv6"]);
+}
+
+#[test]
+fn name_only_requests_fall_back_to_conventions_and_say_so() {
+    for preset in ["aks", "aks-ip"] {
+        let c = aks_fixture::preset(preset).unwrap();
+        let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+        let node = &c.nodes[7];
+        let r = idx.resolve(
+            &NodeSpec {
+                name: node.name.clone(),
+                ..Default::default()
+            },
+            None,
+        );
+        assert_eq!(r.entries.len(), 4, "{preset}");
+        assert!(r.notes.iter().any(|n| n.contains("name only")));
+    }
+}
+
+#[test]
+fn unknown_node_has_no_entries() {
+    let c = aks_fixture::preset("aks").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    let r = idx.resolve(
+        &NodeSpec {
+            name: "ghost".into(),
+            provider_id: "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/other/virtualMachines/0".into(),
+            ..Default::default()
+        },
+        None,
+    );
+    assert!(r.entries.is_empty());
+    assert!(r.notes.iter().any(|n| n.contains("no backend entries")));
+}
+
+#[test]
+fn standalone_nics_resolve_through_the_nic_list_with_mixed_case() {
+    let nic_id = "/subscriptions/S/resourceGroups/MC_RG/providers/Microsoft.Network/networkInterfaces/flex-vm1-nic";
+    let nics = vec![json!({
+        "id": nic_id, "name": "flex-vm1-nic",
+        "properties": {"virtualMachine": {"id": "/subscriptions/S/resourceGroups/MC_RG/providers/Microsoft.Compute/virtualMachines/Flex-VM1"},
+                       "ipConfigurations": []}
+    })];
+    let lbs = vec![LbPools {
+        name: "kubernetes".into(),
+        id: "lb".into(),
+        pools: vec![json!({"name": "kubernetes", "properties": {
+        "loadBalancingRules": [{"id": "r"}],
+        "loadBalancerBackendAddresses": [
+            {"name": "mc_rg_flex-vm1-nicipconfig1", "properties": {"adminState": "Down",
+              "networkInterfaceIPConfiguration": {"id": format!("{}/ipConfigurations/ipconfig1", nic_id.to_uppercase())}}},
+            {"name": "other", "properties": {"networkInterfaceIPConfiguration": {"id": "/subscriptions/S/resourceGroups/MC_RG/providers/Microsoft.Network/networkInterfaces/other/ipConfigurations/ipconfig1"}}}
+        ]}})],
+    }];
+    let idx = PoolIndex::build(&lbs, nic_map(&nics));
+    let node = NodeSpec {
+        name: "flex-vm1".into(),
+        provider_id: "azure:///subscriptions/S/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachines/flex-vm1".into(),
+        ..Default::default()
+    };
+    let r = idx.resolve(&node, None);
+    assert_eq!(r.entries.len(), 1);
+    assert_eq!(r.entries[0].admin, Admin::Down);
+    assert_eq!(r.entries[0].entry, "mc_rg_flex-vm1-nicipconfig1");
+}
+
+#[test]
+fn admin_states_are_read_including_unknown_values() {
+    let lbs = vec![LbPools {
+        name: "lb".into(),
+        id: "lb".into(),
+        pools: vec![
+            json!({"name": "p", "properties": {"loadBalancerBackendAddresses": [
+            {"name": "a", "properties": {"ipAddress": "10.0.0.1", "adminState": "Up"}},
+            {"name": "b", "properties": {"ipAddress": "10.0.0.2", "adminState": "Drain"}},
+            {"name": "c", "properties": {"ipAddress": "10.0.0.3"}}]}}),
+        ],
+    }];
+    let idx = PoolIndex::build(&lbs, NicMap::new());
+    let get = |ip: &str| {
+        idx.resolve(
+            &NodeSpec {
+                name: "n".into(),
+                internal_ips: vec![ip.parse().unwrap()],
+                ..Default::default()
+            },
+            None,
+        )
+        .entries[0]
+            .admin
+    };
+    assert_eq!(
+        (get("10.0.0.1"), get("10.0.0.2"), get("10.0.0.3")),
+        (Admin::Up, Admin::Other, Admin::None)
+    );
+    let _ = IpFamily::V4;
+}

@@ -1,0 +1,29 @@
+//! actuator-svc: sets the admin state of Azure Load Balancer backend entries through ARM.
+//!
+//! Data flow:
+//! ```text
+//! signal-svc ──gRPC stream──▶ grpc::service ──offer──▶ state::Store ──notify──▶ writer (one per LB)
+//! tools ─────unary RPCs────▶      │                        ▲   results          │ plan.rs (pure) on cache.rs
+//!                                 ◀── NodeResults ─────────┘                    ▼
+//!                                                               arm::client (budget, retry) ──▶ ARM
+//! ```
+//! - `config`: `azure.json` (cloud-provider-azure format) and flags; `credentials`: azure_identity.
+//! - `index` (pure): which entries of which pools belong to a node; `plan` (pure): the
+//!   coalesced entry changes of one write round.
+//! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy.
+//! - `writer`: one task per load balancer; `state`: desired states, per-LB progress, results.
+//! - `grpc`: the `cutover.v1.Actuator` service with mTLS allow-lists; `admin`: `/live`,
+//!   `/ready`, `/metrics`; `runtime`: wiring and drain.
+
+pub mod admin;
+pub mod arm;
+pub mod cache;
+pub mod config;
+pub mod credentials;
+pub mod grpc;
+pub mod index;
+pub mod metrics;
+pub mod plan;
+pub mod runtime;
+pub mod state;
+pub mod writer;

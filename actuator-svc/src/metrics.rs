@@ -1,0 +1,185 @@
+//! Prometheus metrics, one registry with the `cutover_actuator_` prefix, served on `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Every metric of the process.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    arm_requests: Family<Labels, Counter>,
+    arm_throttled: Family<Labels, Counter>,
+    arm_rate_limited: Family<Labels, Counter>,
+    arm_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
+    write_rounds: Family<Labels, Counter>,
+    entries_per_write: Histogram,
+    to_accepted: Histogram,
+    to_effective: Histogram,
+    drift_repaired: Counter,
+    queue_depth: Family<Labels, Gauge>,
+    results: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("cutover_actuator");
+        let arm_requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "arm_requests",
+            "ARM requests by operation and HTTP status",
+            arm_requests.clone(),
+        );
+        let arm_throttled = Family::<Labels, Counter>::default();
+        registry.register(
+            "arm_throttled",
+            "ARM 429 answers by class",
+            arm_throttled.clone(),
+        );
+        let arm_rate_limited = Family::<Labels, Counter>::default();
+        registry.register(
+            "arm_rate_limited",
+            "ARM requests delayed by the client-side budget, by class",
+            arm_rate_limited.clone(),
+        );
+        let arm_remaining = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "arm_remaining_quota",
+            "Last x-ms-ratelimit-remaining-subscription-* value, by class",
+            arm_remaining.clone(),
+        );
+        let write_rounds = Family::<Labels, Counter>::default();
+        registry.register(
+            "write_rounds",
+            "ARM write rounds by load balancer",
+            write_rounds.clone(),
+        );
+        let entries_per_write = Histogram::new(exponential_buckets(1.0, 2.0, 12));
+        registry.register(
+            "entries_per_write",
+            "Backend entries changed per ARM write",
+            entries_per_write.clone(),
+        );
+        let to_accepted = Histogram::new(exponential_buckets(0.01, 2.0, 14));
+        registry.register(
+            "receipt_to_accepted_seconds",
+            "Time from receiving a desired state to ARM accepting every write",
+            to_accepted.clone(),
+        );
+        let to_effective = Histogram::new(exponential_buckets(0.01, 2.0, 14));
+        registry.register(
+            "receipt_to_effective_seconds",
+            "Time from receiving a desired state to every entry reading it back",
+            to_effective.clone(),
+        );
+        let drift_repaired = Counter::default();
+        registry.register(
+            "drift_repaired",
+            "Entries found in another admin state than desired by the self-heal loop and rewritten",
+            drift_repaired.clone(),
+        );
+        let queue_depth = Family::<Labels, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Nodes waiting for a write, by load balancer",
+            queue_depth.clone(),
+        );
+        let results = Family::<Labels, Counter>::default();
+        registry.register("results", "Node results by phase", results.clone());
+        Self {
+            registry: root,
+            arm_requests,
+            arm_throttled,
+            arm_rate_limited,
+            arm_remaining,
+            write_rounds,
+            entries_per_write,
+            to_accepted,
+            to_effective,
+            drift_repaired,
+            queue_depth,
+            results,
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    pub fn arm_request(&self, operation: &str, status: u16) {
+        let status = if status == 0 {
+            "error".to_string()
+        } else {
+            status.to_string()
+        };
+        self.arm_requests
+            .get_or_create(&labels(&[("operation", operation), ("status", &status)]))
+            .inc();
+    }
+    pub fn throttled(&self, class: &str) {
+        self.arm_throttled
+            .get_or_create(&labels(&[("class", class)]))
+            .inc();
+    }
+    pub fn rate_limited(&self, class: &str) {
+        self.arm_rate_limited
+            .get_or_create(&labels(&[("class", class)]))
+            .inc();
+    }
+    pub fn remaining(&self, class: &str, value: u64) {
+        self.arm_remaining
+            .get_or_create(&labels(&[("class", class)]))
+            .set(value as f64);
+    }
+    pub fn write_round(&self, lb: &str, entries: usize) {
+        self.write_rounds
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .inc();
+        self.entries_per_write.observe(entries as f64);
+    }
+    pub fn accepted_after(&self, seconds: f64) {
+        self.to_accepted.observe(seconds);
+    }
+    pub fn effective_after(&self, seconds: f64) {
+        self.to_effective.observe(seconds);
+    }
+    pub fn drift(&self, entries: usize) {
+        self.drift_repaired.inc_by(entries as u64);
+    }
+    pub fn queue(&self, lb: &str, depth: usize) {
+        self.queue_depth
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .set(depth as i64);
+    }
+    pub fn result(&self, phase: &str) {
+        self.results
+            .get_or_create(&labels(&[("phase", phase)]))
+            .inc();
+    }
+}

@@ -1,0 +1,261 @@
+//! The coalescing plan: from every node currently asserted on one load balancer to the set of
+//! entry changes of one write round, and the edit of the raw ARM JSON that carries it. Pure.
+//!
+//! The writer calls this with the *current* desired states at the start of each round, so any
+//! number of changes that arrived while the previous write was in flight collapse into one
+//! write (coalescing without a timer). Entries already in the desired state are left out
+//! (no-op writes are skipped); entries of nodes we do not assert are never touched.
+
+use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One node asserted on this load balancer.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub key: String,
+    pub node: NodeSpec,
+    pub desired: Admin,
+}
+
+/// What one node needs on this load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetPlan {
+    pub key: String,
+    /// The node's entries on this LB, with `admin` set to the desired state.
+    pub entries: Vec<IndexedEntry>,
+    /// True when every entry already reads the desired state.
+    pub already: bool,
+    pub notes: Vec<String>,
+}
+
+/// One write round on one load balancer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LbPlan {
+    /// pool name -> (entry name -> new admin state); only real changes.
+    pub changes: BTreeMap<String, BTreeMap<String, Admin>>,
+    pub targets: Vec<TargetPlan>,
+}
+
+impl LbPlan {
+    /// Number of entries the round changes.
+    pub fn entry_count(&self) -> usize {
+        self.changes.values().map(BTreeMap::len).sum()
+    }
+}
+
+/// Plans a round on `lb`. Later targets win when two claim the same entry (the caller orders
+/// them by receipt, so the newest instruction stands).
+pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
+    let mut wanted: BTreeMap<(String, String), (Admin, Admin)> = BTreeMap::new();
+    let mut plans = Vec::with_capacity(targets.len());
+    for t in targets {
+        let resolved = index.resolve(&t.node, Some(lb));
+        let mut already = true;
+        let mut entries = Vec::with_capacity(resolved.entries.len());
+        for e in resolved.entries {
+            if !reads_as(e.admin, t.desired) {
+                already = false;
+            }
+            wanted.insert((e.pool.clone(), e.entry.clone()), (e.admin, t.desired));
+            let mut e = e;
+            e.admin = t.desired;
+            entries.push(e);
+        }
+        plans.push(TargetPlan {
+            key: t.key.clone(),
+            entries,
+            already,
+            notes: resolved.notes,
+        });
+    }
+    let mut changes: BTreeMap<String, BTreeMap<String, Admin>> = BTreeMap::new();
+    for ((pool, entry), (current, desired)) in wanted {
+        if !reads_as(current, desired) {
+            changes.entry(pool).or_default().insert(entry, desired);
+        }
+    }
+    LbPlan {
+        changes,
+        targets: plans,
+    }
+}
+
+/// True when an entry reading `current` is in state `desired` (an absent field reads `None`).
+pub fn reads_as(current: Admin, desired: Admin) -> bool {
+    current == desired
+}
+
+/// Sets the admin states of `changes` on a raw pool object. Returns how many entries changed.
+pub fn apply_to_pool(pool: &mut Value, changes: &BTreeMap<String, Admin>) -> usize {
+    let Some(entries) = pool
+        .pointer_mut("/properties/loadBalancerBackendAddresses")
+        .and_then(Value::as_array_mut)
+    else {
+        return 0;
+    };
+    let mut changed = 0;
+    for entry in entries {
+        let Some(name) = entry.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(admin) = changes.get(name) else {
+            continue;
+        };
+        if entry.get("properties").is_none_or(|p| !p.is_object()) {
+            entry["properties"] = Value::Object(Default::default());
+        }
+        entry["properties"]["adminState"] = Value::String(admin.as_arm().to_string());
+        changed += 1;
+    }
+    changed
+}
+
+/// Applies per-pool changes to a raw load balancer object (`properties.backendAddressPools`).
+pub fn apply_to_lb(lb: &mut Value, changes: &BTreeMap<String, BTreeMap<String, Admin>>) -> usize {
+    let Some(pools) = lb
+        .pointer_mut("/properties/backendAddressPools")
+        .and_then(Value::as_array_mut)
+    else {
+        return 0;
+    };
+    let mut changed = 0;
+    for pool in pools {
+        let name = pool
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if let Some(c) = changes.get(&name) {
+            changed += apply_to_pool(pool, c);
+        }
+    }
+    changed
+}
+
+/// Strips read-only, server-computed fields that NRP rejects or ignores in a PUT body
+/// (`provisioningState`), keeping everything else as read.
+pub fn prepare_put_body(mut body: Value) -> Value {
+    if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+        props.remove("provisioningState");
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{LbPools, NicMap};
+    use serde_json::json;
+
+    fn mk_index() -> (PoolIndex, Vec<LbPools>) {
+        let lbs = vec![LbPools {
+            name: "kubernetes".into(),
+            id: "/lb".into(),
+            pools: ["kubernetes", "kubernetes-IPv6"]
+                .iter()
+                .enumerate()
+                .map(|(fam, p)| {
+                    json!({"name": p, "properties": {"loadBalancingRules": [{"id": "r"}],
+                        "loadBalancerBackendAddresses": (1..=3).map(|i| json!({
+                            "name": format!("node{i}"),
+                            "properties": {"ipAddress": if fam == 0 { format!("10.0.0.{i}") } else { format!("fd00::{i}") },
+                                           "adminState": if i == 3 { "Down" } else { "None" }}
+                        })).collect::<Vec<_>>()}})
+                })
+                .collect(),
+        }];
+        (PoolIndex::build(&lbs, NicMap::new()), lbs)
+    }
+
+    fn mk_target(i: u8, desired: Admin) -> Target {
+        Target {
+            key: format!("uid{i}"),
+            node: NodeSpec {
+                name: format!("node{i}"),
+                uid: format!("uid{i}"),
+                provider_id: String::new(),
+                internal_ips: vec![
+                    format!("10.0.0.{i}").parse().unwrap(),
+                    format!("fd00::{i}").parse().unwrap(),
+                ],
+            },
+            desired,
+        }
+    }
+
+    #[test]
+    fn many_nodes_coalesce_into_one_change_set_per_pool() {
+        let (idx, _) = mk_index();
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(1, Admin::Down), mk_target(2, Admin::Down)],
+        );
+        assert_eq!(plan.changes.len(), 2, "both pools");
+        assert_eq!(plan.entry_count(), 4);
+        assert!(
+            plan.targets
+                .iter()
+                .all(|t| !t.already && t.entries.len() == 2)
+        );
+    }
+
+    #[test]
+    fn no_op_targets_produce_no_changes() {
+        let (idx, _) = mk_index();
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(3, Admin::Down), mk_target(1, Admin::None)],
+        );
+        assert!(plan.changes.is_empty());
+        assert!(plan.targets.iter().all(|t| t.already));
+        // Another LB: nothing there.
+        let other = plan_lb(&idx, "kubernetes-internal", &[mk_target(1, Admin::Down)]);
+        assert!(other.changes.is_empty() && other.targets[0].entries.is_empty());
+    }
+
+    #[test]
+    fn later_target_wins_on_the_same_entry() {
+        let (idx, _) = mk_index();
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(1, Admin::Down), mk_target(1, Admin::None)],
+        );
+        assert!(
+            plan.changes.is_empty(),
+            "the newest instruction (None) is already true"
+        );
+    }
+
+    #[test]
+    fn apply_edits_only_our_entries_and_keeps_unknown_fields() {
+        let (idx, lbs) = mk_index();
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(2, Admin::Down), mk_target(3, Admin::None)],
+        );
+        let mut pool = lbs[0].pools[0].clone();
+        pool["properties"]["loadBalancerBackendAddresses"][0]["id"] = json!("keep-me");
+        pool["properties"]["provisioningState"] = json!("Succeeded");
+        let n = apply_to_pool(&mut pool, &plan.changes["kubernetes"]);
+        assert_eq!(n, 2);
+        let entries = pool["properties"]["loadBalancerBackendAddresses"]
+            .as_array()
+            .unwrap();
+        assert_eq!(entries[0]["properties"]["adminState"], "None");
+        assert_eq!(entries[0]["id"], "keep-me");
+        assert_eq!(entries[1]["properties"]["adminState"], "Down");
+        assert_eq!(entries[2]["properties"]["adminState"], "None");
+        let body = prepare_put_body(pool);
+        assert!(body["properties"].get("provisioningState").is_none());
+
+        let mut lb = json!({"name": "kubernetes", "properties": {"backendAddressPools": lbs[0].pools.clone(),
+            "loadBalancingRules": [{"name": "r"}]}});
+        assert_eq!(apply_to_lb(&mut lb, &plan.changes), 4);
+        assert_eq!(lb["properties"]["loadBalancingRules"][0]["name"], "r");
+    }
+}

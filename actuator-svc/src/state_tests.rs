@@ -1,0 +1,135 @@
+use super::*;
+
+fn mk_store() -> Store {
+    Store::new(
+        &["a".to_string(), "b".to_string()],
+        Arc::new(Metrics::new()),
+    )
+}
+
+fn mk_node(uid: &str) -> NodeRef {
+    NodeRef {
+        name: format!("node-{uid}"),
+        uid: uid.into(),
+        ..Default::default()
+    }
+}
+
+fn v(epoch: u64, seq: u64) -> Version {
+    Version { epoch, seq }
+}
+
+fn offer(s: &Store, uid: &str, desired: Admin, ver: Version) -> Offer {
+    s.offer(
+        uid.into(),
+        mk_node(uid),
+        NodeSpec::default(),
+        desired,
+        ver,
+        Source::Stream,
+        vec![],
+    )
+}
+
+fn phases(rx: &mut broadcast::Receiver<NodeResult>) -> Vec<(u64, ResultPhase)> {
+    let mut out = Vec::new();
+    while let Ok(r) = rx.try_recv() {
+        out.push((
+            r.version.unwrap().seq,
+            ResultPhase::try_from(r.phase).unwrap(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn stale_versions_are_dropped_per_uid() {
+    let s = mk_store();
+    assert_eq!(offer(&s, "u1", Admin::Down, v(1, 5)), Offer::Applied);
+    assert_eq!(offer(&s, "u1", Admin::None, v(1, 4)), Offer::Stale);
+    assert_eq!(offer(&s, "u1", Admin::None, v(1, 5)), Offer::Stale);
+    assert_eq!(
+        offer(&s, "u2", Admin::Down, v(1, 1)),
+        Offer::Applied,
+        "other uid independent"
+    );
+    assert_eq!(
+        offer(&s, "u1", Admin::None, v(2, 0)),
+        Offer::Applied,
+        "new epoch wins"
+    );
+    assert_eq!(s.forget("u1", "u1", v(1, 9)), Offer::Stale);
+    assert_eq!(s.forget("u1", "u1", v(2, 1)), Offer::Applied);
+    assert_eq!(
+        offer(&s, "u1", Admin::Down, v(2, 1)),
+        Offer::Stale,
+        "forget version remembered"
+    );
+}
+
+#[test]
+fn node_phases_fold_lb_reports() {
+    let s = mk_store();
+    let mut rx = s.subscribe();
+    offer(&s, "u1", Admin::Down, v(1, 1));
+    s.report("a", "u1", v(1, 1), LbProgress::Accepted(vec![]), &[]);
+    assert!(phases(&mut rx).is_empty(), "b still pending");
+    s.report("b", "u1", v(1, 1), LbProgress::NoEntries, &[]);
+    assert_eq!(phases(&mut rx), vec![(1, ResultPhase::Accepted)]);
+    s.report("a", "u1", v(1, 1), LbProgress::Effective(vec![]), &[]);
+    assert_eq!(phases(&mut rx), vec![(1, ResultPhase::Effective)]);
+    // Reports for an older version are ignored; a new version supersedes nothing finished.
+    offer(&s, "u1", Admin::None, v(1, 2));
+    s.report("a", "u1", v(1, 1), LbProgress::Effective(vec![]), &[]);
+    assert!(phases(&mut rx).is_empty());
+    // None is asserted until effective, then dropped.
+    s.report("a", "u1", v(1, 2), LbProgress::Effective(vec![]), &[]);
+    s.report("b", "u1", v(1, 2), LbProgress::NoEntries, &[]);
+    assert_eq!(
+        phases(&mut rx),
+        vec![(2, ResultPhase::Accepted), (2, ResultPhase::Effective)]
+    );
+    assert!(s.targets_for("a").is_empty());
+}
+
+#[test]
+fn unfinished_versions_are_superseded_and_failures_reported_once() {
+    let s = mk_store();
+    let mut rx = s.subscribe();
+    offer(&s, "u1", Admin::Down, v(1, 1));
+    s.fail("u1", v(1, 1), "boom".into(), true);
+    s.fail("u1", v(1, 1), "boom".into(), true);
+    offer(&s, "u1", Admin::None, v(1, 2));
+    assert_eq!(
+        phases(&mut rx),
+        vec![(1, ResultPhase::Failed), (1, ResultPhase::Superseded)]
+    );
+}
+
+#[test]
+fn snapshot_end_drops_unmentioned_stream_nodes_only() {
+    let s = mk_store();
+    offer(&s, "u1", Admin::Down, v(1, 1));
+    offer(&s, "u2", Admin::Down, v(1, 2));
+    s.offer(
+        "name:x".into(),
+        mk_node("x"),
+        NodeSpec::default(),
+        Admin::Down,
+        s.next_tool_version(),
+        Source::Tool,
+        vec![],
+    );
+    let keep: HashSet<String> = ["u2".to_string()].into();
+    assert_eq!(s.retain_stream(&keep), 1);
+    let keys: Vec<_> = s.held().into_iter().map(|h| h.key).collect();
+    assert_eq!(keys, vec!["u2", "name:x"]);
+}
+
+#[test]
+fn stale_leader_epochs_are_refused() {
+    let s = mk_store();
+    assert!(s.accept_epoch(3).is_ok());
+    assert!(s.accept_epoch(3).is_ok(), "same leader reconnecting");
+    assert_eq!(s.accept_epoch(2), Err(3));
+}
