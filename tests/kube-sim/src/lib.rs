@@ -1,1 +1,238 @@
-//! placeholder
+//! `kube-sim`: a Kubernetes API server simulator for the subset cutover uses (Nodes, core/v1
+//! and events.k8s.io/v1 Events, coordination.k8s.io/v1 Leases), speaking the real wire
+//! protocol so kube-rs 5 and kubectl 1.32 work against it unchanged. The facts it follows are
+//! in `shared/contracts/kube.md`.
+//!
+//! Data flow: hyper HTTP/1.1 (`server`) → path routing (`router`) → fault injection and the
+//! request log (`faults`, `control`) → handlers (`handlers`, `watch`) → the store
+//! (`store`: objects, one global resourceVersion, change history) with paging snapshots
+//! (`list`). Pure logic (store, selectors, patches, event views, validation, paging) is
+//! unit-tested without network.
+//!
+//! # Covered
+//! - Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{events.k8s.io,coordination.k8s.io}[/v1]`
+//!   (legacy documents; kubectl falls back to them). `/openapi/*` answers 404.
+//! - Nodes: list, get, watch, create, replace, patch, delete; `/status` get/replace/patch
+//!   (the main resource keeps the stored status, `/status` keeps the stored spec).
+//! - Events: one store, two views (core/v1, events.k8s.io/v1) with the field mapping of the
+//!   real conversion; legacy validation for core/v1, strict validation for events.k8s.io
+//!   creates, immutability for events.k8s.io updates.
+//! - Leases: get, list, create, replace (RV required, create-on-update), patch, delete.
+//! - One global resourceVersion; no-op writes do not bump it. Lists with `limit`/`continue`
+//!   over a snapshot (all pages report the snapshot RV; expired token → 410), exact-RV lists
+//!   rebuilt from history. Watches from unset/`0`/N with replay, too-old RV as HTTP 200 +
+//!   in-stream ERROR 410, bookmarks (periodic and 2 s before the deadline), `timeoutSeconds`,
+//!   `sendInitialEvents` with the `k8s.io/initial-events-end` bookmark and its 422 rules.
+//! - Patches: JSON merge (RFC 7386), strategic merge (taints atomic; addresses/conditions by
+//!   `type`; directives), JSON patch (RFC 6902, `test` failure → 422), RV/uid preconditions
+//!   in bodies (409 with the real Status), apply as documented below.
+//! - Field selectors (nodes: `metadata.name`, `spec.unschedulable`; events: contracts 2.8,
+//!   both views) and label selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!`, `>`, `<`);
+//!   other fields → 400 `field label not supported: X`.
+//! - Status bodies as apimachinery builds them (NotFound, AlreadyExists, Conflict, Invalid,
+//!   Expired, BadRequest, UnsupportedMediaType, MethodNotAllowed, TooManyRequests).
+//! - Fault injection (methods on [`KubeSim`] and `/_sim/...`, see [`control`]).
+//! - kubectl: `get`, `describe node` (pods read as an empty list), `taint`, `delete`,
+//!   `get events -A`. Tables are not served, so `kubectl get` prints its generic columns.
+//!
+//! # Not covered
+//! - Authentication and authorization: any token (or none) is accepted.
+//! - Server-side apply field ownership: apply merges the applied configuration into the live
+//!   object (creating it if missing), requires `fieldManager`, accepts `force`, but keeps no
+//!   `managedFields`, so it never reports ownership conflicts and never prunes fields.
+//! - Other resources (pods, namespaces are read-only and empty), protobuf, Table output,
+//!   aggregated discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
+//!   event TTL, watch-cache "too large RV" waits (answered with 504 at once), HTTP/2, TLS.
+
+pub mod control;
+pub mod discovery;
+pub mod events;
+pub mod faults;
+pub mod handlers;
+pub mod kubeconfig;
+pub mod list;
+pub mod objects;
+pub mod params;
+pub mod patch;
+pub mod resource;
+pub mod router;
+pub mod selectors;
+pub mod seed;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod watch;
+
+pub use faults::{FailRule, RequestRecord};
+pub use seed::{Seed, SeedError};
+
+use list::Pager;
+use parking_lot::Mutex;
+use server::{Shared, State, Tunables};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::watch as signal;
+use tokio::task::JoinHandle;
+
+/// How to start a simulator.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Address to bind; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Initial contents.
+    pub seed: Seed,
+    /// Interval of periodic watch bookmarks (the real server: about a minute).
+    pub bookmark_interval: Duration,
+    /// Watch length when a client sends no `timeoutSeconds` (the real server: 30-60 min).
+    pub default_watch_timeout: Duration,
+    /// Changes kept for watch replay; older RVs are too old (410).
+    pub history_limit: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            seed: Seed::default(),
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            history_limit: 100_000,
+        }
+    }
+}
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Seed(#[from] SeedError),
+}
+
+/// A running simulator. Dropping it without [`KubeSim::shutdown`] aborts the server task.
+#[derive(Debug)]
+pub struct KubeSim {
+    shared: Arc<Shared>,
+    stop: signal::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl KubeSim {
+    /// Binds, seeds the store and starts serving.
+    pub async fn start(options: Options) -> Result<KubeSim, StartError> {
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: options.listen,
+                source,
+            })?;
+        let address = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: options.listen,
+            source,
+        })?;
+        let mut store = Store::new(options.history_limit);
+        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        options.seed.apply(&mut store, &now)?;
+        let rv = store.current_rv();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                store,
+                pager: Pager::new(1000),
+            }),
+            rv: signal::Sender::new(rv),
+            close_watches: signal::Sender::new(0),
+            faults: Mutex::new(faults::Faults::default()),
+            tunables: Tunables {
+                bookmark_interval: options.bookmark_interval,
+                default_watch_timeout: options.default_watch_timeout,
+            },
+            address,
+        });
+        let (stop, stop_rx) = signal::channel(false);
+        let task = tokio::spawn(server::serve(listener, shared.clone(), stop_rx));
+        Ok(KubeSim {
+            shared,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// `http://ADDR`, the cluster server URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.address)
+    }
+
+    /// The bound address.
+    pub fn address(&self) -> SocketAddr {
+        self.shared.address
+    }
+
+    /// Writes a kubeconfig for this simulator (usable by kubectl and kube-rs).
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        kubeconfig::write(path, &self.url())
+    }
+
+    /// Ends every open watch cleanly; clients re-watch from their last RV.
+    pub fn close_watches(&self) {
+        self.shared.close_all_watches();
+    }
+
+    /// Forgets history: watches, exact lists and continue tokens from older RVs get 410.
+    pub fn compact(&self) {
+        self.shared.compact();
+    }
+
+    /// Delays every Kubernetes request by `latency`.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.faults.lock().set_latency(latency);
+    }
+
+    /// Fails the next matching requests (see [`FailRule`]).
+    pub fn fail_next(&self, rule: FailRule) {
+        self.shared.faults.lock().add_rule(rule);
+    }
+
+    /// Drops pending failure rules.
+    pub fn clear_failures(&self) {
+        self.shared.faults.lock().clear_rules();
+    }
+
+    /// Every Kubernetes request served so far (control requests excluded).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.faults.lock().requests()
+    }
+
+    pub fn clear_requests(&self) {
+        self.shared.faults.lock().clear_requests();
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.state.lock().store.current_rv()
+    }
+
+    /// Stops accepting, closes watches and drops open connections.
+    pub async fn shutdown(mut self) {
+        self.shared.close_all_watches();
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for KubeSim {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! List paging: `limit` cuts a consistent snapshot into pages, `continue` tokens name the
+//! rest of that snapshot, and every page reports the snapshot's resourceVersion (kube-runtime
+//! takes the last page's RV as the watch start, contracts/kube.md 2.3).
+//!
+//! Snapshots are kept in memory per token (bounded); a token whose snapshot is older than
+//! the compaction floor, or was evicted, is expired (410), as after an etcd compaction.
+
+use crate::status::ApiError;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One page: items, the snapshot RV, the next token and how many items remain after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub items: Vec<Value>,
+    pub rv: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<usize>,
+}
+
+#[derive(Debug)]
+struct Snapshot {
+    rv: u64,
+    rest: Vec<Value>,
+    /// Whether the list was filtered (then remainingItemCount is not reported).
+    filtered: bool,
+}
+
+/// Remembered snapshots, keyed by token id.
+#[derive(Debug)]
+pub struct Pager {
+    snapshots: BTreeMap<u64, Snapshot>,
+    next_id: u64,
+    max: usize,
+}
+
+const EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+
+impl Pager {
+    pub fn new(max: usize) -> Self {
+        Pager {
+            snapshots: BTreeMap::new(),
+            next_id: 1,
+            max: max.max(1),
+        }
+    }
+
+    /// The first page of `items` (the whole list at `rv`, already filtered).
+    pub fn first(&mut self, items: Vec<Value>, rv: u64, limit: Option<usize>, filtered: bool) -> Page {
+        self.cut(items, rv, limit, filtered)
+    }
+
+    /// The next page for `token`. `floor` is the oldest RV still retained.
+    pub fn next(&mut self, token: &str, limit: Option<usize>, floor: u64) -> Result<Page, ApiError> {
+        let (rv, id) = parse_token(token)?;
+        // Kept (not removed) so a client may fetch the same page again.
+        let Some(snapshot) = self.snapshots.get(&id) else {
+            return Err(ApiError::expired(EXPIRED));
+        };
+        if snapshot.rv != rv || rv < floor {
+            return Err(ApiError::expired(EXPIRED));
+        }
+        let (rest, filtered) = (snapshot.rest.clone(), snapshot.filtered);
+        Ok(self.cut(rest, rv, limit, filtered))
+    }
+
+    /// Forgets snapshots older than `floor` (after a compaction).
+    pub fn compact(&mut self, floor: u64) {
+        self.snapshots.retain(|_, s| s.rv >= floor);
+    }
+
+    fn cut(&mut self, mut items: Vec<Value>, rv: u64, limit: Option<usize>, filtered: bool) -> Page {
+        let limit = limit.filter(|l| *l > 0);
+        match limit {
+            Some(l) if items.len() > l => {
+                let rest = items.split_off(l);
+                let remaining = (!filtered).then_some(rest.len());
+                let id = self.next_id;
+                self.next_id += 1;
+                self.snapshots.insert(
+                    id,
+                    Snapshot {
+                        rv,
+                        rest,
+                        filtered,
+                    },
+                );
+                while self.snapshots.len() > self.max {
+                    self.snapshots.pop_first();
+                }
+                Page {
+                    items,
+                    rv,
+                    continue_token: Some(make_token(rv, id)),
+                    remaining,
+                }
+            }
+            _ => Page {
+                items,
+                rv,
+                continue_token: None,
+                remaining: None,
+            },
+        }
+    }
+}
+
+/// Tokens look like real ones to a client (opaque base64-ish text); here `<rv>.<id>` in hex.
+fn make_token(rv: u64, id: u64) -> String {
+    format!("{rv:x}.{id:x}")
+}
+
+fn parse_token(token: &str) -> Result<(u64, u64), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    let (rv, id) = token.split_once('.').ok_or_else(bad)?;
+    let rv = u64::from_str_radix(rv, 16).map_err(|_| bad())?;
+    let id = u64::from_str_radix(id, 16).map_err(|_| bad())?;
+    Ok((rv, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn items(n: usize) -> Vec<Value> {
+        (0..n).map(|i| json!({"i": i})).collect()
+    }
+
+    #[test]
+    fn pages_walk_one_snapshot() {
+        let mut p = Pager::new(10);
+        let first = p.first(items(5), 42, Some(2), false);
+        assert_eq!(first.items.len(), 2);
+        assert_eq!(first.remaining, Some(3));
+        let t = first.continue_token.unwrap();
+        let second = p.next(&t, Some(2), 1).unwrap();
+        assert_eq!(second.items, vec![json!({"i": 2}), json!({"i": 3})]);
+        assert_eq!(second.rv, 42);
+        let third = p.next(&second.continue_token.unwrap(), Some(2), 1).unwrap();
+        assert_eq!(third.items.len(), 1);
+        assert!(third.continue_token.is_none());
+        assert!(p.first(items(2), 1, Some(2), false).continue_token.is_none());
+        assert_eq!(p.first(items(3), 1, None, false).items.len(), 3);
+    }
+
+    #[test]
+    fn compacted_or_bogus_tokens() {
+        let mut p = Pager::new(10);
+        let t = p.first(items(3), 5, Some(1), true).continue_token.unwrap();
+        assert_eq!(p.next(&t, Some(1), 6).unwrap_err().code, 410);
+        let t = p.first(items(3), 7, Some(1), true).continue_token.unwrap();
+        p.compact(8);
+        assert_eq!(p.next(&t, Some(1), 8).unwrap_err().code, 410);
+        assert_eq!(p.next("garbage", None, 0).unwrap_err().code, 400);
+        assert_eq!(p.next("5.99", None, 0).unwrap_err().code, 410);
+    }
+}
