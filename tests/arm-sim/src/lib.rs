@@ -1,1 +1,362 @@
-//! placeholder
+//! # arm-sim: a local Azure Resource Manager (Microsoft.Network) + Azure AD simulator
+//!
+//! Speaks the real wire protocols so the real clients (`azure_mgmt_network` 0.21 /
+//! `azure_identity` 0.21, and the official Python SDK) run against it unchanged. Facts it follows:
+//! `/work/shared/contracts/arm.md`.
+//!
+//! Data flow: HTTP request → [`server`] (plain or TLS hyper 1 listener) → [`routes`] (auth,
+//! injected faults, api-version, token-bucket [`throttle`], then one handler per route) → the
+//! [`store`] under one lock → JSON rendered by [`model`]. Writes start a long-running operation;
+//! a timer completes it after the completion delay, which releases the LB lock and records each
+//! admin-state change in the effective log.
+//!
+//! ## Modelled
+//! - Backend pools (GET / PUT / DELETE / LIST with `nextLink` paging), load balancers (GET with
+//!   pools embedded, whole-LB PUT), LIST NICs of a resource group, async-operation and
+//!   operationResults URLs; api-version `2024-03-01` (configurable list).
+//! - NIC-based pools (`backendIPConfigurations` + NIC-style `loadBalancerBackendAddresses` with
+//!   GUID names) and IP-based pools (`ipAddress` entries, pool-level `virtualNetwork`);
+//!   `adminState` `None|Up|Down`; readOnly handling documented in [`body`].
+//! - Weak etags shared by the LB and all children, `If-Match` → 412, PUT 201/200 `Updating` with
+//!   `Azure-AsyncOperation`, `Azure-AsyncNotification`, integer `Retry-After`; operations
+//!   InProgress → Succeeded / Failed / Canceled (superseded); LB lock → 429
+//!   `RetryableErrorDueToAnotherOperation`.
+//! - Token buckets per (subscription, principal, class) plus 15x global buckets, with
+//!   `x-ms-ratelimit-remaining-subscription-*` headers and 429 `SubscriptionRequestsThrottled`.
+//! - Azure AD `/{tenant}/oauth2/v2.0/token` (client secret and federated assertion), OIDC
+//!   discovery (for MSAL), App Service `/msi/token` and IMDS `/metadata/identity/oauth2/token`.
+//! - Observation and control under `/_sim/...`: request log, effective log, pool snapshots,
+//!   faults, tuning, outside writer.
+//!
+//! ## Not modelled (yet)
+//! - Other resource types (public IPs, rules, probes are opaque JSON kept verbatim), VMSS and VM
+//!   APIs (seeded scale sets are stored but not served), NIC writes.
+//! - Tenant-level buckets and the Microsoft.Network per-5-minute limits; throttling of AAD.
+//! - Real JWTs (tokens are opaque), certificate credentials, user-assigned managed identities
+//!   beyond a single configured client id.
+//! - DELETE of a pool removes it at once (no `Deleting` phase); `$expand` is ignored.
+
+pub mod auth;
+pub mod body;
+pub mod errors;
+pub mod faults;
+pub mod model;
+pub mod routes;
+pub mod seed;
+pub mod server;
+pub mod store;
+pub mod throttle;
+mod tls;
+
+use crate::faults::{FaultSpec, Faults, Tuning};
+use crate::model::AdminState;
+use crate::seed::Seed;
+use crate::store::{EffectiveEvent, Operations, Store};
+use crate::throttle::{Limits, Throttle};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use crate::server::StartError;
+
+/// Options of [`ArmSim::start`].
+#[derive(Debug, Clone)]
+pub struct ArmSimOptions {
+    pub listen: SocketAddr,
+    pub seed: Seed,
+    /// Serve HTTPS with a certificate generated at start (see [`ArmSim::ca_pem`]).
+    pub tls: bool,
+    pub limits: Limits,
+    pub tuning: Tuning,
+    pub api_versions: Vec<String>,
+    /// The only `client_assertion` the token endpoint accepts for federated credentials.
+    pub federated_token: String,
+    /// The `X-IDENTITY-HEADER` secret of the App Service managed-identity endpoint.
+    pub identity_header: String,
+    /// The client id (principal) of the simulated managed identity.
+    pub managed_identity_client_id: String,
+}
+
+impl Default for ArmSimOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            seed: Seed::default(),
+            tls: false,
+            limits: Limits::default(),
+            tuning: Tuning::default(),
+            api_versions: vec!["2024-03-01".into()],
+            federated_token: "cutover-sim-federated-token".into(),
+            identity_header: "cutover-sim-identity-header".into(),
+            managed_identity_client_id: "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e".into(),
+        }
+    }
+}
+
+impl ArmSimOptions {
+    /// Options with an `aks-fixture` preset as seed.
+    pub fn preset(name: &str) -> Result<Self, seed::SeedError> {
+        Ok(Self {
+            seed: Seed::preset(name, None)?,
+            ..Self::default()
+        })
+    }
+}
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub time: jiff::Timestamp,
+    pub method: String,
+    pub path: String,
+    pub principal: Option<String>,
+    pub status: u16,
+    pub throttled: bool,
+    pub lock_hit: bool,
+    pub dropped: bool,
+}
+
+/// Mutable state behind one lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub store: Store,
+    pub ops: Operations,
+    pub throttle: Throttle,
+    pub tokens: auth::Tokens,
+    pub faults: Faults,
+    pub tuning: Tuning,
+    pub requests: Vec<RequestRecord>,
+}
+
+/// Immutable configuration plus the state.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub base_url: String,
+    pub tenant_id: String,
+    pub client_id: String,
+    pub client_secret: String,
+    pub api_versions: Vec<String>,
+    pub federated_token: String,
+    pub identity_header: String,
+    pub managed_identity_client_id: String,
+    /// Origin of the monotonic clock fed to the token buckets.
+    pub origin: tokio::time::Instant,
+    pub state: Mutex<State>,
+}
+
+impl Shared {
+    pub fn now_secs(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64()
+    }
+}
+
+/// A running simulator.
+#[derive(Debug)]
+pub struct ArmSim {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    ca_pem: Option<String>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Credentials the token endpoint accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub tenant_id: String,
+    pub subscription_id: String,
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+/// A pool snapshot entry ([`ArmSim::pool`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntrySnapshot {
+    pub name: String,
+    pub ip_address: Option<String>,
+    pub nic_ip_configuration: Option<String>,
+    /// The admin state last written (absent = unset).
+    pub admin_state: Option<AdminState>,
+    /// The admin state in effect.
+    pub effective: AdminState,
+}
+
+/// A pool snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolSnapshot {
+    pub lb: String,
+    pub pool: String,
+    pub etag: String,
+    pub provisioning_state: String,
+    pub locked_by: Option<String>,
+    pub entries: Vec<EntrySnapshot>,
+}
+
+impl ArmSim {
+    /// Binds, seeds and starts serving.
+    pub async fn start(options: ArmSimOptions) -> Result<Self, StartError> {
+        server::start(options).await
+    }
+
+    /// Base URL: ARM endpoint and AAD authority host (no trailing slash).
+    pub fn url(&self) -> &str {
+        &self.shared.base_url
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// PEM of the certificate to trust when started with `tls`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The service principal accepted by the token endpoint, and the first subscription.
+    pub fn credentials(&self) -> Credentials {
+        let sub = self
+            .shared
+            .state
+            .lock()
+            .store
+            .subs
+            .values()
+            .next()
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
+        Credentials {
+            tenant_id: self.shared.tenant_id.clone(),
+            subscription_id: sub,
+            client_id: self.shared.client_id.clone(),
+            client_secret: self.shared.client_secret.clone(),
+        }
+    }
+
+    pub fn tenant_id(&self) -> &str {
+        &self.shared.tenant_id
+    }
+
+    /// The federated assertion accepted for the service principal's client id.
+    pub fn federated_token(&self) -> &str {
+        &self.shared.federated_token
+    }
+
+    /// The `IDENTITY_HEADER` value of the managed-identity endpoint.
+    pub fn identity_header(&self) -> &str {
+        &self.shared.identity_header
+    }
+
+    /// The App Service style managed-identity endpoint (`IDENTITY_ENDPOINT`).
+    pub fn identity_endpoint(&self) -> String {
+        format!("{}/msi/token", self.shared.base_url)
+    }
+
+    pub fn managed_identity_client_id(&self) -> &str {
+        &self.shared.managed_identity_client_id
+    }
+
+    /// Every request so far (control calls excluded).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.state.lock().requests.clone()
+    }
+
+    /// Every admin-state change that became effective, in order.
+    pub fn effective_log(&self) -> Vec<EffectiveEvent> {
+        self.shared.state.lock().ops.effective.clone()
+    }
+
+    /// A snapshot of a pool, looked up by LB name in any resource group.
+    pub fn pool(&self, lb: &str, pool: &str) -> Option<PoolSnapshot> {
+        routes::control::snapshot(&self.shared.state.lock(), lb, pool)
+    }
+
+    /// The async-operation body of an operation, if known.
+    pub fn operation(&self, op_id: &str) -> Option<Value> {
+        self.shared
+            .state
+            .lock()
+            .ops
+            .ops
+            .get(op_id)
+            .map(store::Operation::body)
+    }
+
+    /// Injects faults (see [`FaultSpec`]).
+    pub fn faults(&self, spec: FaultSpec) {
+        self.shared
+            .state
+            .lock()
+            .faults
+            .apply(&spec, tokio::time::Instant::now());
+    }
+
+    /// Current tuning.
+    pub fn tuning(&self) -> Tuning {
+        self.shared.state.lock().tuning.clone()
+    }
+
+    /// Replaces the tuning (latencies, completion delay, Retry-After, page size, token lifetime).
+    pub fn set_tuning(&self, tuning: Tuning) {
+        self.shared.state.lock().tuning = tuning;
+    }
+
+    /// Replaces the throttling limits (buckets refill to full).
+    pub fn set_limits(&self, limits: Limits) {
+        self.shared.state.lock().throttle.set_limits(limits);
+    }
+
+    /// Expires every issued token now.
+    pub fn expire_tokens(&self) {
+        self.shared
+            .state
+            .lock()
+            .tokens
+            .expire_all(jiff::Timestamp::now());
+    }
+
+    /// The outside writer: sets an entry's admin state directly (by entry name, IP address or
+    /// NIC ipConfiguration ID), effective at once, new LB etag; `None` removes the property.
+    pub fn outside_write(
+        &self,
+        lb: &str,
+        pool: &str,
+        entry: &str,
+        value: Option<AdminState>,
+    ) -> Result<(), errors::ArmError> {
+        let mut st = self.shared.state.lock();
+        let st = &mut *st;
+        let key = st
+            .store
+            .find_lb(lb)
+            .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
+        store::outside_write(
+            &mut st.store,
+            &mut st.ops,
+            &key,
+            pool,
+            entry,
+            value,
+            jiff::Timestamp::now(),
+        )
+    }
+
+    /// Stops accepting and waits for the accept loop to end.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ArmSim {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Runtime tuning (latencies, completion delay, Retry-After, paging, token lifetime) and fault
+//! injection (429 storms, 500s, dropped connections, supersede mode, failed operations). Both are
+//! plain data changed through the library API or `/_sim/...` and read by the request handlers.
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Per-kind artificial latency in milliseconds, applied before a request is handled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Latencies {
+    pub get: u64,
+    pub put: u64,
+    pub delete: u64,
+    pub list: u64,
+    pub poll: u64,
+    pub token: u64,
+}
+
+/// Which latency applies to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Get,
+    Put,
+    Delete,
+    List,
+    Poll,
+    Token,
+}
+
+impl Latencies {
+    pub fn of(&self, kind: Kind) -> u64 {
+        match kind {
+            Kind::Get => self.get,
+            Kind::Put => self.put,
+            Kind::Delete => self.delete,
+            Kind::List => self.list,
+            Kind::Poll => self.poll,
+            Kind::Token => self.token,
+        }
+    }
+}
+
+/// Knobs a test may change while the simulator runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Tuning {
+    pub latency_ms: Latencies,
+    /// How long a write operation stays `InProgress`.
+    pub completion_delay_ms: u64,
+    /// `Retry-After` (integer seconds) on PUT/DELETE and on polls that are still running.
+    pub retry_after_secs: u64,
+    /// The retry hint of a lock conflict (429 RetryableErrorDueToAnotherOperation).
+    pub lock_retry_after_secs: u64,
+    /// Page size of LIST responses (`nextLink` when more).
+    pub page_size: usize,
+    /// Lifetime of issued tokens.
+    pub token_lifetime_secs: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            latency_ms: Latencies::default(),
+            completion_delay_ms: 1000,
+            retry_after_secs: 1,
+            lock_retry_after_secs: 1,
+            page_size: 100,
+            token_lifetime_secs: 3599,
+        }
+    }
+}
+
+/// Injected faults. Counters are consumed one request (or operation) at a time.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    pub throttle_requests: u32,
+    pub throttle_until: Option<Instant>,
+    pub server_errors: u32,
+    pub drop_connections: u32,
+    pub supersede: bool,
+    pub fail_operations: u32,
+}
+
+/// A fault request (library and `POST /_sim/faults`); absent fields leave the current value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct FaultSpec {
+    /// The next N ARM requests get 429 SubscriptionRequestsThrottled.
+    pub throttle_requests: Option<u32>,
+    /// Every ARM request for this many milliseconds gets 429.
+    pub throttle_for_ms: Option<u64>,
+    /// The next N ARM requests get 500 InternalServerError.
+    pub server_errors: Option<u32>,
+    /// The next N ARM requests have their connection closed without a response.
+    pub drop_connections: Option<u32>,
+    /// A write on a busy LB cancels the running operation instead of getting 429.
+    pub supersede: Option<bool>,
+    /// The next N write operations end `Failed`.
+    pub fail_operations: Option<u32>,
+}
+
+/// What the fault layer decided for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injected {
+    None,
+    Drop,
+    ServerError,
+    Throttle,
+}
+
+impl Faults {
+    pub fn apply(&mut self, spec: &FaultSpec, now: Instant) {
+        if let Some(n) = spec.throttle_requests {
+            self.throttle_requests = n;
+        }
+        if let Some(ms) = spec.throttle_for_ms {
+            self.throttle_until = Some(now + std::time::Duration::from_millis(ms));
+        }
+        if let Some(n) = spec.server_errors {
+            self.server_errors = n;
+        }
+        if let Some(n) = spec.drop_connections {
+            self.drop_connections = n;
+        }
+        if let Some(b) = spec.supersede {
+            self.supersede = b;
+        }
+        if let Some(n) = spec.fail_operations {
+            self.fail_operations = n;
+        }
+    }
+
+    /// Decides (and consumes) the fault for the next ARM request.
+    pub fn next(&mut self, now: Instant) -> Injected {
+        if self.drop_connections > 0 {
+            self.drop_connections -= 1;
+            return Injected::Drop;
+        }
+        if self.server_errors > 0 {
+            self.server_errors -= 1;
+            return Injected::ServerError;
+        }
+        if self.throttle_requests > 0 {
+            self.throttle_requests -= 1;
+            return Injected::Throttle;
+        }
+        if self.throttle_until.is_some_and(|t| now < t) {
+            return Injected::Throttle;
+        }
+        Injected::None
+    }
+
+    /// Whether the next started operation should fail (consumes one).
+    pub fn take_failure(&mut self) -> bool {
+        if self.fail_operations > 0 {
+            self.fail_operations -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_consumed_in_order() {
+        let now = Instant::now();
+        let mut f = Faults::default();
+        f.apply(
+            &FaultSpec {
+                drop_connections: Some(1),
+                server_errors: Some(1),
+                throttle_requests: Some(1),
+                ..Default::default()
+            },
+            now,
+        );
+        assert_eq!(f.next(now), Injected::Drop);
+        assert_eq!(f.next(now), Injected::ServerError);
+        assert_eq!(f.next(now), Injected::Throttle);
+        assert_eq!(f.next(now), Injected::None);
+        f.apply(
+            &FaultSpec {
+                throttle_for_ms: Some(1000),
+                ..Default::default()
+            },
+            now,
+        );
+        assert_eq!(f.next(now), Injected::Throttle);
+        assert_eq!(
+            f.next(now + std::time::Duration::from_secs(2)),
+            Injected::None
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The simulated Microsoft.Network resources (load balancers, backend pools and their entries,
+//! NICs) and their JSON rendering in the shape NRP returns for api-version 2024-03-01.
+//!
+//! Properties the simulator does not interpret (frontend IP configurations, rules, probes, pool
+//! `loadBalancingRules`, ...) are kept verbatim as JSON so that whatever a seed or a whole-LB PUT
+//! carried comes back on GET.
+
+use serde_json::{Map, Value, json};
+
+pub const POOL_TYPE: &str = "Microsoft.Network/loadBalancers/backendAddressPools";
+pub const ADDRESS_TYPE: &str =
+    "Microsoft.Network/loadBalancers/backendAddressPools/loadBalancerBackendAddresses";
+pub const LB_TYPE: &str = "Microsoft.Network/loadBalancers";
+
+/// `adminState` of a backend entry (2024-03-01 enum; `Drain` was removed from the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum AdminState {
+    None,
+    Up,
+    Down,
+}
+
+impl AdminState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::Up => "Up",
+            Self::Down => "Down",
+        }
+    }
+
+    /// Parses the wire value. NRP treats enum strings case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Some(Self::None),
+            "up" => Some(Self::Up),
+            "down" => Some(Self::Down),
+            _ => None,
+        }
+    }
+}
+
+/// One `loadBalancerBackendAddresses[]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Address {
+    pub name: String,
+    /// Every property except `adminState` and `provisioningState`.
+    pub props: Map<String, Value>,
+    /// The requested admin state (`None` when the property is absent).
+    pub admin_state: Option<AdminState>,
+    /// The state the data path applies: updated when the operation that set it completes.
+    pub effective: AdminState,
+}
+
+impl Address {
+    pub fn requested(&self) -> AdminState {
+        self.admin_state.unwrap_or(AdminState::None)
+    }
+
+    pub fn ip_address(&self) -> Option<&str> {
+        self.props.get("ipAddress").and_then(Value::as_str)
+    }
+
+    pub fn nic_ip_configuration(&self) -> Option<&str> {
+        self.props
+            .get("networkInterfaceIPConfiguration")
+            .and_then(|v| v.get("id"))
+            .and_then(Value::as_str)
+    }
+
+    /// A NIC-style entry (GUID name) for a NIC ipConfiguration member.
+    pub fn for_nic(ip_configuration_id: &str) -> Self {
+        let mut props = Map::new();
+        props.insert(
+            "networkInterfaceIPConfiguration".into(),
+            json!({ "id": ip_configuration_id }),
+        );
+        Self {
+            name: uuid::Uuid::new_v4().to_string(),
+            props,
+            admin_state: None,
+            effective: AdminState::None,
+        }
+    }
+}
+
+/// A backend address pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub name: String,
+    /// Membership owned by NICs (`backendIPConfigurations`); otherwise IP-based.
+    pub nic_based: bool,
+    pub backend_ip_configurations: Vec<String>,
+    pub addresses: Vec<Address>,
+    /// Other properties (virtualNetwork, loadBalancingRules, outboundRules, location, ...).
+    pub props: Map<String, Value>,
+    pub provisioning_state: String,
+}
+
+/// An identifier triple used to build resource IDs.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub sub: &'a str,
+    pub rg: &'a str,
+    pub lb: &'a str,
+}
+
+impl Scope<'_> {
+    pub fn lb_id(&self) -> String {
+        format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/loadBalancers/{}",
+            self.sub, self.rg, self.lb
+        )
+    }
+
+    pub fn pool_id(&self, pool: &str) -> String {
+        format!("{}/backendAddressPools/{pool}", self.lb_id())
+    }
+}
+
+impl Pool {
+    pub fn new_ip_based(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            nic_based: false,
+            backend_ip_configurations: Vec::new(),
+            addresses: Vec::new(),
+            props: Map::new(),
+            provisioning_state: "Succeeded".into(),
+        }
+    }
+
+    /// A NIC-based pool whose members are these NIC ipConfiguration IDs.
+    pub fn new_nic_based(name: &str, members: &[String]) -> Self {
+        Self {
+            name: name.to_owned(),
+            nic_based: true,
+            backend_ip_configurations: members.to_vec(),
+            addresses: members.iter().map(|m| Address::for_nic(m)).collect(),
+            props: Map::new(),
+            provisioning_state: "Succeeded".into(),
+        }
+    }
+
+    pub fn address(&self, name: &str) -> Option<&Address> {
+        self.addresses.iter().find(|a| a.name == name)
+    }
+
+    /// The pool as NRP renders it. Every child carries the load balancer's etag.
+    pub fn render(&self, scope: Scope<'_>, etag: &str) -> Value {
+        let pool_id = scope.pool_id(&self.name);
+        let mut props = self.props.clone();
+        props.insert("provisioningState".into(), json!(self.provisioning_state));
+        if !self.addresses.is_empty() || !self.nic_based {
+            let addrs: Vec<Value> = self
+                .addresses
+                .iter()
+                .map(|a| self.render_address(a, &pool_id, etag))
+                .collect();
+            props.insert("loadBalancerBackendAddresses".into(), Value::Array(addrs));
+        }
+        if !self.backend_ip_configurations.is_empty() {
+            let ids: Vec<Value> = self
+                .backend_ip_configurations
+                .iter()
+                .map(|id| json!({ "id": id }))
+                .collect();
+            props.insert("backendIPConfigurations".into(), Value::Array(ids));
+        }
+        json!({
+            "name": self.name,
+            "id": pool_id,
+            "etag": etag,
+            "type": POOL_TYPE,
+            "properties": props,
+        })
+    }
+
+    fn render_address(&self, a: &Address, pool_id: &str, etag: &str) -> Value {
+        let mut props = a.props.clone();
+        if let Some(s) = a.admin_state {
+            props.insert("adminState".into(), json!(s.as_str()));
+        }
+        if a.nic_ip_configuration().is_some() {
+            // NIC-style entries are sub-resources with their own id/etag/type.
+            props.insert("provisioningState".into(), json!(self.provisioning_state));
+            json!({
+                "name": a.name,
+                "id": format!("{pool_id}/loadBalancerBackendAddresses/{}", a.name),
+                "etag": etag,
+                "type": ADDRESS_TYPE,
+                "properties": props,
+            })
+        } else {
+            json!({ "name": a.name, "properties": props })
+        }
+    }
+}
+
+/// An in-flight operation holding a load balancer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lock {
+    pub op_id: String,
+    pub op_name: &'static str,
+}
+
+/// A load balancer with its pools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadBalancer {
+    pub name: String,
+    pub location: String,
+    pub sku: Value,
+    pub tags: Option<Value>,
+    /// Properties other than pools, provisioningState and resourceGuid.
+    pub props: Map<String, Value>,
+    pub pools: Vec<Pool>,
+    pub etag: String,
+    pub resource_guid: String,
+    pub provisioning_state: String,
+    pub lock: Option<Lock>,
+}
+
+pub fn new_etag() -> String {
+    format!("W/\"{}\"", uuid::Uuid::new_v4())
+}
+
+impl LoadBalancer {
+    pub fn new(name: &str, location: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            location: location.to_owned(),
+            sku: json!({ "name": "Standard", "tier": "Regional" }),
+            tags: None,
+            props: Map::new(),
+            pools: Vec::new(),
+            etag: new_etag(),
+            resource_guid: uuid::Uuid::new_v4().to_string(),
+            provisioning_state: "Succeeded".into(),
+            lock: None,
+        }
+    }
+
+    pub fn pool(&self, name: &str) -> Option<&Pool> {
+        self.pools
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn pool_mut(&mut self, name: &str) -> Option<&mut Pool> {
+        self.pools
+            .iter_mut()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn render(&self, sub: &str, rg: &str) -> Value {
+        let scope = Scope {
+            sub,
+            rg,
+            lb: &self.name,
+        };
+        let mut props = self.props.clone();
+        // Children (frontends, rules, probes) share the LB's etag, as in real output.
+        for v in props.values_mut() {
+            if let Value::Array(items) = v {
+                for item in items.iter_mut() {
+                    if let Some(obj) = item.as_object_mut()
+                        && obj.contains_key("etag")
+                    {
+                        obj.insert("etag".into(), json!(self.etag));
+                    }
+                }
+            }
+        }
+        props.insert("provisioningState".into(), json!(self.provisioning_state));
+        props.insert("resourceGuid".into(), json!(self.resource_guid));
+        let pools: Vec<Value> = self
+            .pools
+            .iter()
+            .map(|p| p.render(scope, &self.etag))
+            .collect();
+        props.insert("backendAddressPools".into(), Value::Array(pools));
+        let mut out = json!({
+            "name": self.name,
+            "id": scope.lb_id(),
+            "etag": self.etag,
+            "type": LB_TYPE,
+            "location": self.location,
+            "sku": self.sku,
+            "properties": props,
+        });
+        if let Some(tags) = &self.tags {
+            out["tags"] = tags.clone();
+        }
+        out
+    }
+}
+
+/// One ipConfiguration of a NIC.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NicIpConfiguration {
+    pub name: String,
+    pub private_ip_address: String,
+    #[serde(default)]
+    pub primary: bool,
+    /// Backend pool IDs this ipConfiguration belongs to.
+    #[serde(default)]
+    pub load_balancer_backend_address_pools: Vec<String>,
+}
+
+/// A standalone NIC (availability-set VM or VMSS Flex instance).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nic {
+    pub name: String,
+    pub location: String,
+    pub virtual_machine_id: Option<String>,
+    pub subnet_id: Option<String>,
+    pub ip_configurations: Vec<NicIpConfiguration>,
+    pub etag: String,
+}
+
+impl Nic {
+    pub fn id(&self, sub: &str, rg: &str) -> String {
+        format!(
+            "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{}",
+            self.name
+        )
+    }
+
+    pub fn render(&self, sub: &str, rg: &str) -> Value {
+        let id = self.id(sub, rg);
+        let ipcs: Vec<Value> = self
+            .ip_configurations
+            .iter()
+            .map(|c| {
+                let version = if c.private_ip_address.contains(':') { "IPv6" } else { "IPv4" };
+                let mut props = json!({
+                    "provisioningState": "Succeeded",
+                    "privateIPAddress": c.private_ip_address,
+                    "privateIPAllocationMethod": "Dynamic",
+                    "privateIPAddressVersion": version,
+                    "primary": c.primary,
+                    "loadBalancerBackendAddressPools": c.load_balancer_backend_address_pools.iter().map(|p| json!({"id": p})).collect::<Vec<_>>(),
+                });
+                if let Some(subnet) = &self.subnet_id {
+                    props["subnet"] = json!({ "id": subnet });
+                }
+                json!({
+                    "name": c.name,
+                    "id": format!("{id}/ipConfigurations/{}", c.name),
+                    "etag": self.etag,
+                    "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+                    "properties": props,
+                })
+            })
+            .collect();
+        let mut props = json!({
+            "provisioningState": "Succeeded",
+            "resourceGuid": uuid::Uuid::nil().to_string(),
+            "ipConfigurations": ipcs,
+            "enableAcceleratedNetworking": false,
+            "enableIPForwarding": false,
+            "nicType": "Standard",
+        });
+        if let Some(vm) = &self.virtual_machine_id {
+            props["virtualMachine"] = json!({ "id": vm });
+        }
+        json!({
+            "name": self.name,
+            "id": id,
+            "etag": self.etag,
+            "type": "Microsoft.Network/networkInterfaces",
+            "location": self.location,
+            "properties": props,
+        })
+    }
+}

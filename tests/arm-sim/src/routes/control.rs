@@ -1,0 +1,170 @@
+//! `/_sim/...` control and observation endpoints (no auth, never on ARM paths):
+//!
+//! | method + path | effect |
+//! |---|---|
+//! | `GET /_sim/requests` | request log (JSON array of [`crate::RequestRecord`]) |
+//! | `GET /_sim/effective` | effective admin-state log ([`crate::store::EffectiveEvent`]) |
+//! | `GET /_sim/pools/{lb}/{pool}` | pool snapshot ([`crate::PoolSnapshot`]) |
+//! | `GET /_sim/operations/{id}` | async-operation body |
+//! | `GET`/`PUT /_sim/tuning` | [`crate::faults::Tuning`] |
+//! | `PUT /_sim/limits` | [`crate::throttle::Limits`] |
+//! | `POST /_sim/faults` | [`crate::faults::FaultSpec`] |
+//! | `POST /_sim/outside-write` | `{"lb","pool","entry","adminState"}` (null removes) |
+//! | `POST /_sim/expire-tokens` | expires every issued token |
+
+use super::{Resp, json};
+use crate::faults::{FaultSpec, Tuning};
+use crate::model::{AdminState, Scope};
+use crate::store::outside_write;
+use crate::throttle::Limits;
+use crate::{EntrySnapshot, PoolSnapshot, Shared, State};
+use http::{Method, StatusCode, request::Parts};
+use serde::Deserialize;
+use serde_json::{Value, json as j};
+
+fn bad(message: String) -> Resp {
+    json(
+        StatusCode::BAD_REQUEST,
+        &j!({ "error": { "code": "BadRequest", "message": message } }),
+    )
+}
+
+/// A control-call failure, rendered at the end.
+#[derive(Debug)]
+enum CtlError {
+    Bad(String),
+    Arm(Box<crate::errors::ArmError>),
+}
+
+impl CtlError {
+    fn into_resp(self) -> Resp {
+        match self {
+            Self::Bad(m) => bad(m),
+            Self::Arm(e) => json(e.status, &e.body()),
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Resp {
+    json(
+        StatusCode::OK,
+        &serde_json::to_value(v).unwrap_or(Value::Null),
+    )
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, CtlError> {
+    serde_json::from_slice(body).map_err(|e| CtlError::Bad(format!("invalid body: {e}")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct OutsideWrite {
+    lb: String,
+    pool: String,
+    entry: String,
+    admin_state: Option<AdminState>,
+}
+
+/// A pool snapshot by LB name (any resource group).
+pub(crate) fn snapshot(st: &State, lb: &str, pool: &str) -> Option<PoolSnapshot> {
+    let key = st.store.find_lb(lb)?;
+    let l = st.store.lb(&key.sub, &key.rg, &key.lb).ok()?;
+    let p = l.pool(pool)?;
+    let _ = Scope {
+        sub: &key.sub,
+        rg: &key.rg,
+        lb: &key.lb,
+    };
+    Some(PoolSnapshot {
+        lb: l.name.clone(),
+        pool: p.name.clone(),
+        etag: l.etag.clone(),
+        provisioning_state: p.provisioning_state.clone(),
+        locked_by: l.lock.as_ref().map(|x| x.op_id.clone()),
+        entries: p
+            .addresses
+            .iter()
+            .map(|a| EntrySnapshot {
+                name: a.name.clone(),
+                ip_address: a.ip_address().map(str::to_owned),
+                nic_ip_configuration: a.nic_ip_configuration().map(str::to_owned),
+                admin_state: a.admin_state,
+                effective: a.effective,
+            })
+            .collect(),
+    })
+}
+
+pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
+    let segs: Vec<&str> = parts
+        .uri
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .skip(1)
+        .collect();
+    let result: Result<Resp, CtlError> = (|| {
+        let mut st = shared.state.lock();
+        Ok(match (&parts.method, segs.as_slice()) {
+            (&Method::GET, ["requests"]) => to_json(&st.requests),
+            (&Method::GET, ["effective"]) => to_json(&st.ops.effective),
+            (&Method::GET, ["pools", lb, pool]) => match snapshot(&st, lb, pool) {
+                Some(s) => to_json(&s),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    &j!({ "error": { "code": "NotFound", "message": format!("no pool {lb}/{pool}") } }),
+                ),
+            },
+            (&Method::GET, ["operations", id]) => match st.ops.ops.get(*id) {
+                Some(op) => json(StatusCode::OK, &op.body()),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    &j!({ "error": { "code": "NotFound", "message": "no such operation" } }),
+                ),
+            },
+            (&Method::GET, ["tuning"]) => to_json(&st.tuning),
+            (&Method::PUT, ["tuning"]) => {
+                st.tuning = parse::<Tuning>(body)?;
+                to_json(&st.tuning)
+            }
+            (&Method::PUT, ["limits"]) => {
+                let limits = parse::<Limits>(body)?;
+                st.throttle.set_limits(limits);
+                to_json(&st.throttle.limits())
+            }
+            (&Method::POST, ["faults"]) => {
+                let spec = parse::<FaultSpec>(body)?;
+                st.faults.apply(&spec, tokio::time::Instant::now());
+                json(StatusCode::OK, &j!({}))
+            }
+            (&Method::POST, ["outside-write"]) => {
+                let w = parse::<OutsideWrite>(body)?;
+                let st = &mut *st;
+                let key = st
+                    .store
+                    .find_lb(&w.lb)
+                    .ok_or_else(|| CtlError::Bad(format!("no load balancer {}", w.lb)))?;
+                outside_write(
+                    &mut st.store,
+                    &mut st.ops,
+                    &key,
+                    &w.pool,
+                    &w.entry,
+                    w.admin_state,
+                    jiff::Timestamp::now(),
+                )
+                .map_err(|e| CtlError::Arm(Box::new(e)))?;
+                json(StatusCode::OK, &j!({}))
+            }
+            (&Method::POST, ["expire-tokens"]) => {
+                st.tokens.expire_all(jiff::Timestamp::now());
+                json(StatusCode::OK, &j!({}))
+            }
+            _ => json(
+                StatusCode::NOT_FOUND,
+                &j!({ "error": { "code": "NotFound", "message": "unknown control endpoint" } }),
+            ),
+        })
+    })();
+    result.unwrap_or_else(CtlError::into_resp)
+}

@@ -1,0 +1,147 @@
+//! Request dispatch: `/_sim/...` control calls, `/subscriptions/...` ARM calls, and the identity
+//! endpoints (AAD token + OIDC discovery, App Service MSI, IMDS). Every non-control request is
+//! recorded in the request log.
+
+pub mod aad;
+pub mod arm;
+pub mod control;
+pub mod path;
+
+use crate::{RequestRecord, Shared};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub type Resp = http::Response<Full<Bytes>>;
+
+/// Returned to hyper to close the connection without a response (fault injection).
+#[derive(Debug, thiserror::Error)]
+#[error("connection dropped by fault injection")]
+pub struct Dropped;
+
+/// What a handler produced, with the facts the request log needs.
+#[derive(Debug)]
+pub struct Outcome {
+    /// `None` drops the connection.
+    pub resp: Option<Resp>,
+    pub principal: Option<String>,
+    pub throttled: bool,
+    pub lock_hit: bool,
+}
+
+impl Outcome {
+    pub fn plain(resp: Resp) -> Self {
+        Self {
+            resp: Some(resp),
+            principal: None,
+            throttled: false,
+            lock_hit: false,
+        }
+    }
+}
+
+/// A JSON response with ARM's standard headers.
+pub fn json(status: StatusCode, body: &Value) -> Resp {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = http::Response::new(Full::new(Bytes::from(bytes)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    h.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    h.insert(http::header::PRAGMA, HeaderValue::from_static("no-cache"));
+    h.insert(http::header::EXPIRES, HeaderValue::from_static("-1"));
+    resp
+}
+
+/// An empty response (202/204).
+pub fn empty(status: StatusCode) -> Resp {
+    let mut resp = http::Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    resp.headers_mut()
+        .insert(http::header::EXPIRES, HeaderValue::from_static("-1"));
+    resp
+}
+
+pub fn set_header(resp: &mut Resp, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+pub fn arm_error(e: &crate::errors::ArmError) -> Resp {
+    let mut resp = json(e.status, &e.body());
+    if let Some(secs) = e.retry_after {
+        set_header(&mut resp, "retry-after", &secs.to_string());
+    }
+    resp
+}
+
+/// Entry point for hyper.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: http::Request<Incoming>,
+) -> Result<Resp, Dropped> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let path = parts.uri.path().to_owned();
+    if path == "/_sim" || path.starts_with("/_sim/") {
+        return Ok(control::handle(&shared, &parts, &body));
+    }
+    let outcome = if path.to_ascii_lowercase().starts_with("/subscriptions/") {
+        arm::handle(&shared, &parts, &body).await
+    } else {
+        aad::handle(&shared, &parts, &body).await
+    };
+    let mut st = shared.state.lock();
+    st.requests.push(RequestRecord {
+        time: jiff::Timestamp::now(),
+        method: parts.method.to_string(),
+        path: parts
+            .uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or(path),
+        principal: outcome.principal.clone(),
+        status: outcome
+            .resp
+            .as_ref()
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0),
+        throttled: outcome.throttled,
+        lock_hit: outcome.lock_hit,
+        dropped: outcome.resp.is_none(),
+    });
+    drop(st);
+    outcome.resp.ok_or(Dropped)
+}
+
+/// Sleeps for an artificial latency.
+pub async fn delay(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+/// The query parameter `name`, decoded.
+pub fn query_param(uri: &http::Uri, name: &str) -> Option<String> {
+    let q = uri.query()?;
+    url::form_urlencoded::parse(q.as_bytes())
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.into_owned())
+}
