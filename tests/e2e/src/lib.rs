@@ -9,4 +9,9 @@
 
 pub mod bins;
 pub mod certs;
+pub mod http;
+pub mod judge;
+pub mod kube_ops;
+pub mod observe;
 pub mod procs;
+pub mod stack;

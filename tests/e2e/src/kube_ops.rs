@@ -1,0 +1,200 @@
+//! What a person or a cloud controller does to the cluster in the scenarios, through the real
+//! Kubernetes API (kube-rs against kube-sim): taint and untaint, cordon, Spot notices, node
+//! replacement.
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Config};
+use serde_json::json;
+use std::path::Path;
+
+/// Taint keys that mean "the node is leaving".
+pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+pub const SPOT_EVICTION: &str = "cloudprovider.azure.microsoft.com/draining";
+
+/// A kube client from a kubeconfig file.
+pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let raw = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("read {}", kubeconfig.display()))?;
+    let config = Config::from_custom_kubeconfig(raw, &Default::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Cluster operations used by scenarios.
+#[derive(Clone)]
+pub struct Cluster {
+    nodes: Api<Node>,
+    events: Api<Event>,
+}
+
+impl Cluster {
+    pub fn new(client: Client) -> Self {
+        Cluster {
+            nodes: Api::all(client.clone()),
+            events: Api::namespaced(client, "default"),
+        }
+    }
+
+    pub async fn node(&self, name: &str) -> anyhow::Result<Node> {
+        Ok(self.nodes.get(name).await?)
+    }
+
+    pub async fn node_names(&self) -> anyhow::Result<Vec<String>> {
+        Ok(self
+            .nodes
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
+    /// Adds a taint (as `kubectl taint` does: the whole list, guarded by resourceVersion).
+    pub async fn taint(
+        &self,
+        node: &str,
+        key: &str,
+        value: Option<&str>,
+        effect: &str,
+    ) -> anyhow::Result<()> {
+        self.edit_taints(node, |taints| {
+            taints.retain(|t| t["key"] != key);
+            let mut taint = json!({"key": key, "effect": effect});
+            if let Some(v) = value {
+                taint["value"] = json!(v);
+            }
+            taints.push(taint);
+        })
+        .await
+    }
+
+    /// Removes every taint with `key`.
+    pub async fn untaint(&self, node: &str, key: &str) -> anyhow::Result<()> {
+        self.edit_taints(node, |taints| taints.retain(|t| t["key"] != key))
+            .await
+    }
+
+    async fn edit_taints(
+        &self,
+        node: &str,
+        edit: impl Fn(&mut Vec<serde_json::Value>),
+    ) -> anyhow::Result<()> {
+        for _ in 0..10 {
+            let current = self.nodes.get(node).await?;
+            let mut taints: Vec<serde_json::Value> = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| serde_json::to_value(t).unwrap_or_default())
+                .collect();
+            edit(&mut taints);
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": taints},
+            });
+            match self
+                .nodes
+                .patch(node, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        anyhow::bail!("taint update of {node} kept conflicting")
+    }
+
+    /// `kubectl cordon`.
+    pub async fn cordon(&self, node: &str, on: bool) -> anyhow::Result<()> {
+        let patch = json!({"spec": {"unschedulable": on}});
+        self.nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Records a `PreemptScheduled` Warning the way AKS node-problem-detector does (core/v1,
+    /// namespace default, involvedObject without uid), with a notice `seconds_ahead` in the future.
+    pub async fn preempt_event(&self, node: &str, seconds_ahead: i64) -> anyhow::Result<String> {
+        let now = jiff::Timestamp::now();
+        let not_before = now + jiff::SignedDuration::from_secs(seconds_ahead);
+        let rfc1123 = not_before.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        let name = format!("{node}.{:x}", now.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+            reason: Some("PreemptScheduled".into()),
+            type_: Some("Warning".into()),
+            message: Some(format!(
+                "Scheduled: {rfc1123}. DurationInSeconds: -1. Virtual machine is going to be preempted. For more information, see https://aka.ms/aks/scheduledevents."
+            )),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(
+                    "custom-scheduledevents-consolidated-preempt-plugin-monitor".into(),
+                ),
+                host: Some(node.into()),
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            ..Default::default()
+        };
+        self.events.create(&PostParams::default(), &event).await?;
+        Ok(name)
+    }
+
+    /// The recorder's aggregation of a repeat: bump `count` and `lastTimestamp`.
+    pub async fn repeat_event(&self, name: &str) -> anyhow::Result<()> {
+        let current = self.events.get(name).await?;
+        let patch = json!({
+            "count": current.count.unwrap_or(1) + 1,
+            "lastTimestamp": Time(jiff::Timestamp::now()),
+        });
+        self.events
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes a node and creates it again under the same name with a new UID and no taints
+    /// but the ones it had from its pool, as a VM reimage or replacement does.
+    pub async fn recreate(&self, node: &str) -> anyhow::Result<Node> {
+        let mut old = self.nodes.get(node).await?;
+        self.nodes.delete(node, &DeleteParams::default()).await?;
+        let pool_taints: Vec<_> = old
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key == "kubernetes.azure.com/scalesetpriority")
+            .collect();
+        old.metadata = ObjectMeta {
+            name: old.metadata.name.clone(),
+            labels: old.metadata.labels.clone(),
+            annotations: old.metadata.annotations.clone(),
+            ..Default::default()
+        };
+        if let Some(spec) = old.spec.as_mut() {
+            spec.taints = Some(pool_taints).filter(|t| !t.is_empty());
+            spec.unschedulable = None;
+        }
+        Ok(self.nodes.create(&PostParams::default(), &old).await?)
+    }
+}

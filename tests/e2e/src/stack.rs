@@ -1,0 +1,249 @@
+//! The whole system on loopback: both simulators in this process, seeded with one
+//! `aks-fixture` cluster, and the two services as real child processes pointed at them with
+//! mutual TLS between them, exactly as the deploy manifests wire them.
+
+use crate::certs::{self, Pki};
+use crate::procs::{Proc, Spec};
+use crate::bins;
+use anyhow::{Context, bail};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// `aks`, `aks-ip` or `aks-multi-slb`.
+    pub preset: String,
+    pub nodes: usize,
+    pub actuators: usize,
+    pub signals: usize,
+    /// ARM latencies and operation completion time.
+    pub arm_tuning: arm_sim::faults::Tuning,
+    /// signal-svc's lease duration (failover time bound).
+    pub lease_duration_secs: u64,
+    /// Where logs, certificates, the kubeconfig and azure.json go.
+    pub run_dir: PathBuf,
+}
+
+impl StackOptions {
+    /// Realistic ARM timings: PUT ~200 ms, operation completion ~2 s.
+    pub fn realistic(preset: &str, nodes: usize, run_dir: PathBuf) -> Self {
+        let mut tuning = arm_sim::faults::Tuning::default();
+        tuning.latency_ms.get = 60;
+        tuning.latency_ms.list = 120;
+        tuning.latency_ms.put = 200;
+        tuning.latency_ms.poll = 40;
+        tuning.latency_ms.token = 50;
+        tuning.completion_delay_ms = 2000;
+        tuning.retry_after_secs = 1;
+        StackOptions {
+            preset: preset.to_string(),
+            nodes,
+            actuators: 2,
+            signals: 2,
+            arm_tuning: tuning,
+            lease_duration_secs: 6,
+            run_dir,
+        }
+    }
+
+    /// Fast timings for tests.
+    pub fn fast(preset: &str, nodes: usize, run_dir: PathBuf) -> Self {
+        let mut options = Self::realistic(preset, nodes, run_dir);
+        options.arm_tuning = arm_sim::faults::Tuning {
+            completion_delay_ms: 300,
+            ..arm_sim::faults::Tuning::default()
+        };
+        options
+    }
+}
+
+/// One service process and how to restart it.
+#[derive(Debug)]
+pub struct Service {
+    pub name: String,
+    pub spec: Spec,
+    pub proc: Option<Proc>,
+    pub admin_port: u16,
+    pub grpc_port: Option<u16>,
+}
+
+impl Service {
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+}
+
+/// The running system.
+pub struct Stack {
+    pub options: StackOptions,
+    pub cluster: aks_fixture::Cluster,
+    pub kube: kube_sim::KubeSim,
+    pub arm: arm_sim::ArmSim,
+    pub kubeconfig: PathBuf,
+    pub azure_json: PathBuf,
+    pub pki: Pki,
+    pub actuators: Vec<Service>,
+    pub signals: Vec<Service>,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Stack {
+    /// Starts everything and waits until every service reports ready.
+    pub async fn start(options: StackOptions) -> anyhow::Result<Stack> {
+        std::fs::create_dir_all(&options.run_dir)?;
+        bins::build_all()?;
+        let cluster = aks_fixture::preset_sized(&options.preset, options.nodes)?;
+
+        let kube = kube_sim::KubeSim::start(kube_sim::Options {
+            seed: kube_sim::Seed::preset(&options.preset, options.nodes)?,
+            ..Default::default()
+        })
+        .await?;
+        let kubeconfig = options.run_dir.join("kubeconfig");
+        kube.write_kubeconfig(&kubeconfig)?;
+
+        let mut arm_options = arm_sim::ArmSimOptions {
+            seed: arm_sim::seed::Seed::preset(&options.preset, Some(options.nodes))?,
+            ..Default::default()
+        };
+        arm_options.tuning = options.arm_tuning.clone();
+        let arm = arm_sim::ArmSim::start(arm_options).await?;
+        let azure_json = options.run_dir.join("azure.json");
+        std::fs::write(&azure_json, serde_json::to_vec_pretty(&cluster.azure_json())?)?;
+        let pki = certs::generate(&options.run_dir.join("pki"))?;
+
+        let mut stack = Stack {
+            cluster,
+            kube,
+            arm,
+            kubeconfig,
+            azure_json,
+            pki,
+            actuators: Vec::new(),
+            signals: Vec::new(),
+            options,
+        };
+        for i in 0..stack.options.actuators {
+            let service = stack.actuator_service(i)?;
+            stack.actuators.push(service);
+        }
+        let endpoints: Vec<String> = stack
+            .actuators
+            .iter()
+            .filter_map(|a| a.grpc_port)
+            .map(|p| format!("https://127.0.0.1:{p}"))
+            .collect();
+        for i in 0..stack.options.signals {
+            let service = stack.signal_service(i, &endpoints)?;
+            stack.signals.push(service);
+        }
+        let log_dir = stack.options.run_dir.clone();
+        for service in stack.actuators.iter_mut().chain(stack.signals.iter_mut()) {
+            service.proc = Some(Proc::start(&service.spec, &log_dir).await?);
+        }
+        stack.wait_ready(Duration::from_secs(90)).await?;
+        Ok(stack)
+    }
+
+    fn actuator_service(&self, i: usize) -> anyhow::Result<Service> {
+        let grpc = free_port()?;
+        let admin = free_port()?;
+        let name = format!("actuator-{i}");
+        let p = &self.pki;
+        let spec = Spec::new(&name, bins::path("actuator-svc")?)
+            .arg(format!("--cloud-config={}", self.azure_json.display()))
+            .arg(format!("--cluster-name={}", self.cluster.name))
+            .arg(format!("--arm-endpoint={}", self.arm.url()))
+            .arg(format!("--aad-authority={}", self.arm.url()))
+            .arg(format!("--grpc-listen=127.0.0.1:{grpc}"))
+            .arg(format!("--admin-listen=127.0.0.1:{admin}"))
+            .arg(format!("--identity={name}"))
+            .arg(format!("--tls-cert={}", p.actuator.cert.display()))
+            .arg(format!("--tls-key={}", p.actuator.key.display()))
+            .arg(format!("--tls-client-ca={}", p.ca.display()))
+            .arg(format!("--signal-clients={}", certs::SIGNAL_NAME))
+            .arg(format!("--tool-clients={}", certs::TOOL_NAME))
+            .env("RUST_LOG", "info");
+        Ok(Service {
+            name,
+            spec,
+            proc: None,
+            admin_port: admin,
+            grpc_port: Some(grpc),
+        })
+    }
+
+    fn signal_service(&self, i: usize, endpoints: &[String]) -> anyhow::Result<Service> {
+        let admin = free_port()?;
+        let name = format!("signal-{i}");
+        let p = &self.pki;
+        let spec = Spec::new(&name, bins::path("signal-svc")?)
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--cluster-name={}", self.cluster.name))
+            .arg("--namespace=cutover")
+            .arg(format!("--identity={name}"))
+            .arg(format!("--lease-duration={}s", self.options.lease_duration_secs))
+            .arg(format!("--actuator-endpoints={}", endpoints.join(",")))
+            .arg(format!("--tls-ca={}", p.ca.display()))
+            .arg(format!("--tls-cert={}", p.signal.cert.display()))
+            .arg(format!("--tls-key={}", p.signal.key.display()))
+            .arg(format!("--tls-server-name={}", certs::ACTUATOR_NAME))
+            .arg(format!("--admin-listen=127.0.0.1:{admin}"))
+            .env("RUST_LOG", "info");
+        Ok(Service {
+            name,
+            spec,
+            proc: None,
+            admin_port: admin,
+            grpc_port: None,
+        })
+    }
+
+    /// Waits until every running service answers `/ready` with 200.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        for service in self.actuators.iter_mut().chain(self.signals.iter_mut()) {
+            let ready_url = format!("{}/ready", service.admin_url());
+            let Some(proc) = service.proc.as_mut() else {
+                continue;
+            };
+            loop {
+                if !proc.is_running() {
+                    bail!("{} exited during start-up:\n{}", service.name, proc.log_tail(30));
+                }
+                if crate::http::get_status(&ready_url).await == Some(200) {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("{} not ready after {timeout:?}:\n{}", service.name, proc.log_tail(30));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts a stopped service (same flags, same ports).
+    pub async fn restart(service: &mut Service, log_dir: &Path) -> anyhow::Result<()> {
+        service.proc = Some(
+            Proc::start(&service.spec, log_dir)
+                .await
+                .with_context(|| format!("restart {}", service.name))?,
+        );
+        Ok(())
+    }
+
+    /// Stops every service gracefully.
+    pub async fn stop(&mut self) {
+        for service in self.signals.iter_mut().chain(self.actuators.iter_mut()) {
+            if let Some(proc) = service.proc.as_mut() {
+                proc.terminate(Duration::from_secs(15)).await;
+            }
+        }
+    }
+}
