@@ -1,0 +1,481 @@
+//! Command-line / environment configuration, validated before anything is bound or started.
+
+use clap::{Args as ClapArgs, Parser, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// signal-svc: watches Nodes and Spot notices, streams desired admin states to actuator-svc.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "signal-svc", version, about)]
+pub struct Args {
+    /// The cluster name the load balancers are named after (sent in every stream Hello).
+    #[arg(long, env = "SIGNAL_CLUSTER_NAME")]
+    pub cluster_name: String,
+
+    /// Kubeconfig file; without it the in-cluster / default config is inferred.
+    #[arg(long, env = "SIGNAL_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace of the Lease (normally the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+
+    /// This replica's identity in the Lease and in stream Hellos (defaults to the hostname).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
+    #[command(flatten)]
+    pub actuator: ActuatorArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
+
+    /// Extra taint keys that also mean "leaving" (comma-separated), e.g.
+    /// `ToBeDeletedByClusterAutoscaler,karpenter.sh/disrupted`.
+    #[arg(long, env = "SIGNAL_EXTRA_TAINT_KEYS", value_delimiter = ',')]
+    pub extra_taint_keys: Vec<String>,
+
+    /// Admin HTTP address (`/live`, `/ready`, `/metrics`).
+    #[arg(long, env = "SIGNAL_ADMIN_LISTEN", default_value = "0.0.0.0:9090")]
+    pub admin_listen: SocketAddr,
+
+    /// Period of the full snapshot re-sent on every stream (repairs drift).
+    #[arg(long, env = "SIGNAL_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub resync_interval: Duration,
+
+    /// How long nodes restored to `None` keep being included in snapshots.
+    #[arg(long, env = "SIGNAL_TOMBSTONE_TTL", default_value = "15m", value_parser = parse_duration)]
+    pub tombstone_ttl: Duration,
+
+    /// Log what would be tainted and sent; write and send nothing (no Lease either).
+    #[arg(long, env = "SIGNAL_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// Log format.
+    #[arg(long, env = "SIGNAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+
+    /// Upper bound for the graceful drain on SIGTERM.
+    #[arg(long, env = "SIGNAL_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// Leader election.
+#[derive(Clone, Debug, ClapArgs)]
+pub struct LeaseArgs {
+    /// Name of the coordination.k8s.io/v1 Lease.
+    #[arg(long, env = "SIGNAL_LEASE_NAME", default_value = "cutover-signal-svc")]
+    pub lease_name: String,
+
+    /// How long a Lease stays valid without renewal; a standby takes over after this.
+    #[arg(long, env = "SIGNAL_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How often the leader renews (and standbys retry).
+    #[arg(long, env = "SIGNAL_LEASE_RENEW_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    pub lease_renew_interval: Duration,
+}
+
+/// Where actuator-svc runs.
+#[derive(Clone, Debug, ClapArgs)]
+#[group(required = true, multiple = false)]
+pub struct ActuatorArgs {
+    /// Static endpoints, comma-separated `host:port` (or `http(s)://host:port`).
+    #[arg(long, env = "SIGNAL_ACTUATOR_ENDPOINTS", value_delimiter = ',')]
+    pub actuator_endpoints: Vec<String>,
+
+    /// Headless Service `host:port`, re-resolved periodically; every address is one endpoint.
+    #[arg(long, env = "SIGNAL_ACTUATOR_SERVICE")]
+    pub actuator_service: Option<String>,
+}
+
+/// Period of DNS re-resolution of `--actuator-service`.
+pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// mTLS towards actuator-svc.
+#[derive(Clone, Debug, ClapArgs)]
+pub struct TlsArgs {
+    /// CA bundle (PEM) that signed the actuator's certificate. Enables TLS.
+    #[arg(long, env = "SIGNAL_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mTLS; requires `--tls-key`.
+    #[arg(long, env = "SIGNAL_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client private key (PEM); requires `--tls-cert`.
+    #[arg(long, env = "SIGNAL_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Name expected in the actuator's certificate (default: the endpoint's host).
+    #[arg(long, env = "SIGNAL_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// How endpoints are discovered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Discovery {
+    Static(Vec<String>),
+    Service { host: String, port: u16 },
+}
+
+/// TLS material, read and checked at start-up.
+#[derive(Clone)]
+pub struct TlsMaterial {
+    pub ca_pem: Vec<u8>,
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    // Never print key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("client_cert", &self.identity.is_some())
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub cluster_name: String,
+    pub kubeconfig: Option<PathBuf>,
+    pub namespace: String,
+    pub identity: String,
+    pub lease_name: String,
+    pub lease_duration: Duration,
+    pub lease_renew_interval: Duration,
+    pub discovery: Discovery,
+    pub resolve_interval: Duration,
+    pub tls: Option<TlsMaterial>,
+    pub extra_taint_keys: Vec<String>,
+    pub admin_listen: SocketAddr,
+    pub resync_interval: Duration,
+    pub tombstone_ttl: Duration,
+    pub dry_run: bool,
+    pub log_format: LogFormat,
+    pub shutdown_grace: Duration,
+}
+
+/// A configuration error, naming the flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--{flag}: {reason}")]
+    Invalid { flag: &'static str, reason: String },
+    #[error("--{flag}: cannot read {path}: {source}")]
+    Read {
+        flag: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn invalid(flag: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        flag,
+        reason: reason.into(),
+    }
+}
+
+impl Args {
+    /// Checks everything and reads the TLS files, before any port is bound.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let name_ok =
+            |s: &str| !s.is_empty() && s.len() <= 253 && !s.chars().any(char::is_whitespace);
+        if !name_ok(&self.cluster_name) {
+            return Err(invalid(
+                "cluster-name",
+                "must be a non-empty name without spaces",
+            ));
+        }
+        if !name_ok(&self.namespace) {
+            return Err(invalid("namespace", "must be a non-empty name"));
+        }
+        if !name_ok(&self.lease.lease_name) {
+            return Err(invalid("lease-name", "must be a non-empty name"));
+        }
+        let identity = match self.identity {
+            Some(i) if name_ok(&i) => i,
+            Some(_) => return Err(invalid("identity", "must be non-empty, without spaces")),
+            None => hostname().ok_or_else(|| {
+                invalid("identity", "not set and no hostname found; set POD_NAME")
+            })?,
+        };
+        let lease = &self.lease;
+        if lease.lease_duration < Duration::from_secs(1) {
+            return Err(invalid("lease-duration", "must be at least 1s"));
+        }
+        if lease.lease_renew_interval.is_zero()
+            || lease.lease_renew_interval * 2 > lease.lease_duration
+        {
+            return Err(invalid(
+                "lease-renew-interval",
+                "must be > 0 and at most half of --lease-duration",
+            ));
+        }
+        let discovery = match (
+            self.actuator.actuator_service,
+            self.actuator.actuator_endpoints,
+        ) {
+            (Some(svc), eps) if eps.is_empty() => {
+                let (host, port) =
+                    split_host_port(&svc).map_err(|r| invalid("actuator-service", r))?;
+                Discovery::Service { host, port }
+            }
+            (None, eps) if !eps.is_empty() => {
+                let mut out = Vec::new();
+                for e in eps.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+                    let bare = e
+                        .strip_prefix("http://")
+                        .or_else(|| e.strip_prefix("https://"))
+                        .unwrap_or(e);
+                    split_host_port(bare)
+                        .map_err(|r| invalid("actuator-endpoints", format!("{e}: {r}")))?;
+                    out.push(bare.trim_end_matches('/').to_owned());
+                }
+                if out.is_empty() {
+                    return Err(invalid("actuator-endpoints", "no endpoint given"));
+                }
+                Discovery::Static(out)
+            }
+            _ => {
+                return Err(invalid(
+                    "actuator-endpoints",
+                    "give exactly one of --actuator-endpoints or --actuator-service",
+                ));
+            }
+        };
+        let tls = match self.tls.tls_ca {
+            None => {
+                if self.tls.tls_cert.is_some() || self.tls.tls_server_name.is_some() {
+                    return Err(invalid(
+                        "tls-ca",
+                        "required when other --tls-* flags are set",
+                    ));
+                }
+                None
+            }
+            Some(ca) => {
+                let read = |flag: &'static str, p: &PathBuf| {
+                    std::fs::read(p).map_err(|source| ConfigError::Read {
+                        flag,
+                        path: p.display().to_string(),
+                        source,
+                    })
+                };
+                let ca_pem = read("tls-ca", &ca)?;
+                if !String::from_utf8_lossy(&ca_pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(invalid("tls-ca", "no PEM certificate found"));
+                }
+                let identity = match (&self.tls.tls_cert, &self.tls.tls_key) {
+                    (Some(c), Some(k)) => {
+                        let cert = read("tls-cert", c)?;
+                        let key = read("tls-key", k)?;
+                        if !String::from_utf8_lossy(&cert).contains("-----BEGIN CERTIFICATE-----") {
+                            return Err(invalid("tls-cert", "no PEM certificate found"));
+                        }
+                        if !String::from_utf8_lossy(&key).contains("PRIVATE KEY-----") {
+                            return Err(invalid("tls-key", "no PEM private key found"));
+                        }
+                        Some((cert, key))
+                    }
+                    _ => None,
+                };
+                Some(TlsMaterial {
+                    ca_pem,
+                    identity,
+                    server_name: self.tls.tls_server_name,
+                })
+            }
+        };
+        let mut extra: Vec<String> = self
+            .extra_taint_keys
+            .into_iter()
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect();
+        if let Some(bad) = extra
+            .iter()
+            .find(|k| k.chars().any(|c| c.is_whitespace() || c == '=' || c == ':'))
+        {
+            return Err(invalid(
+                "extra-taint-keys",
+                format!("{bad:?} is not a taint key"),
+            ));
+        }
+        extra.sort();
+        extra.dedup();
+        if self.resync_interval < Duration::from_secs(1) {
+            return Err(invalid("resync-interval", "must be at least 1s"));
+        }
+        if self.tombstone_ttl.is_zero() {
+            return Err(invalid("tombstone-ttl", "must be > 0"));
+        }
+        Ok(Config {
+            cluster_name: self.cluster_name,
+            kubeconfig: self.kubeconfig,
+            namespace: self.namespace,
+            identity,
+            lease_name: self.lease.lease_name,
+            lease_duration: self.lease.lease_duration,
+            lease_renew_interval: self.lease.lease_renew_interval,
+            discovery,
+            resolve_interval: RESOLVE_INTERVAL,
+            tls,
+            extra_taint_keys: extra,
+            admin_listen: self.admin_listen,
+            resync_interval: self.resync_interval,
+            tombstone_ttl: self.tombstone_ttl,
+            dry_run: self.dry_run,
+            log_format: self.log_format,
+            shutdown_grace: self.shutdown_grace,
+        })
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
+fn split_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s.rsplit_once(':').ok_or("expected host:port")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err("empty host".into());
+    }
+    let port: u16 = port.parse().map_err(|_| format!("bad port {port:?}"))?;
+    if port == 0 {
+        return Err("port 0".into());
+    }
+    Ok((host.to_owned(), port))
+}
+
+/// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    fn parse(extra: &[&str]) -> Result<Config, String> {
+        let mut argv = vec![
+            "signal-svc",
+            "--cluster-name=kubernetes",
+            "--identity=pod-a",
+        ];
+        argv.extend_from_slice(extra);
+        let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+        args.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_static_endpoints() {
+        let c = parse(&["--actuator-endpoints=10.0.0.1:9443, http://10.0.0.2:9443"]).unwrap();
+        assert_eq!(
+            c.discovery,
+            Discovery::Static(vec!["10.0.0.1:9443".into(), "10.0.0.2:9443".into()])
+        );
+        assert_eq!(c.lease_name, "cutover-signal-svc");
+        assert_eq!(c.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.lease_renew_interval, Duration::from_secs(2));
+        assert_eq!(c.resync_interval, Duration::from_secs(300));
+        assert_eq!(c.tombstone_ttl, Duration::from_secs(900));
+        assert_eq!(c.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(c.admin_listen.to_string(), "0.0.0.0:9090");
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "actuator"),
+            (
+                &["--actuator-endpoints=a:1", "--actuator-service=svc:1"],
+                "actuator",
+            ),
+            (&["--actuator-service=svc"], "--actuator-service"),
+            (
+                &["--actuator-endpoints=host:notaport"],
+                "--actuator-endpoints",
+            ),
+            (
+                &[
+                    "--actuator-endpoints=a:1",
+                    "--lease-duration=10s",
+                    "--lease-renew-interval=6s",
+                ],
+                "--lease-renew-interval",
+            ),
+            (
+                &["--actuator-endpoints=a:1", "--lease-duration=soon"],
+                "--lease-duration",
+            ),
+            (
+                &["--actuator-endpoints=a:1", "--tls-ca=/nonexistent/ca.pem"],
+                "--tls-ca",
+            ),
+            (
+                &["--actuator-endpoints=a:1", "--tls-server-name=x"],
+                "--tls-ca",
+            ),
+            (&["--actuator-endpoints=a:1", "--tls-cert=/c"], "--tls-key"),
+            (
+                &["--actuator-endpoints=a:1", "--extra-taint-keys=a=b"],
+                "--extra-taint-keys",
+            ),
+            (
+                &["--actuator-endpoints=a:1", "--log-format=xml"],
+                "--log-format",
+            ),
+        ];
+        for (argv, flag) in cases {
+            let err = parse(argv).expect_err(&format!("{argv:?} must fail"));
+            assert!(err.contains(flag), "{argv:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

@@ -1,0 +1,314 @@
+//! What each actuator stream must carry: versions, tombstones, routing and per-endpoint
+//! outboxes.
+//!
+//! Level-triggered by construction: an outbox holds only a *dirty set* of node UIDs (plus
+//! pending `Forget`s); the message is built from the latest asserted state when the stream
+//! is ready to send. A slow stream therefore gets one message per node with its newest state,
+//! never a backlog, and memory is bounded by the number of nodes.
+
+use super::index::{Change, Desired, DesiredState};
+use super::route;
+use cutover_proto::v1::{
+    AdminState, Forget, NodeDesiredState, NodeRef, Version, signal_message::Kind,
+};
+use jiff::{SignedDuration, Timestamp};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+#[derive(Debug)]
+struct Asserted {
+    msg: NodeDesiredState,
+    desired: Desired,
+    /// For `None` states: until when the restore is repeated in snapshots.
+    tombstone_until: Option<Timestamp>,
+    endpoint: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Outbox {
+    dirty: VecDeque<String>,
+    in_dirty: HashSet<String>,
+    forgets: HashMap<String, Forget>,
+}
+
+impl Outbox {
+    fn mark(&mut self, uid: &str) {
+        if self.in_dirty.insert(uid.to_owned()) {
+            self.dirty.push_back(uid.to_owned());
+        }
+    }
+}
+
+/// Versions, assertions and outboxes of every endpoint.
+#[derive(Debug)]
+pub struct Dispatcher {
+    epoch: u64,
+    seq: u64,
+    tombstone_ttl: SignedDuration,
+    asserted: HashMap<String, Asserted>,
+    endpoints: Vec<String>,
+    outboxes: HashMap<String, Outbox>,
+}
+
+impl Dispatcher {
+    pub fn new(tombstone_ttl: SignedDuration) -> Self {
+        Self {
+            epoch: 0,
+            seq: 0,
+            tombstone_ttl,
+            asserted: HashMap::new(),
+            endpoints: Vec::new(),
+            outboxes: HashMap::new(),
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// Number of nodes currently asserted (Down or tombstoned None).
+    pub fn asserted_len(&self) -> usize {
+        self.asserted.len()
+    }
+
+    /// The state last asserted for a node UID (to match actuator results to it).
+    pub fn current(&self, uid: &str) -> Option<&NodeDesiredState> {
+        self.asserted.get(uid).map(|a| &a.msg)
+    }
+
+    fn next_version(&mut self) -> Version {
+        self.seq += 1;
+        Version {
+            epoch: self.epoch,
+            seq: self.seq,
+        }
+    }
+
+    /// Feeds one index change. Returns the endpoints whose outbox changed.
+    pub fn apply(&mut self, change: &Change, now: Timestamp) -> Vec<String> {
+        match change {
+            Change::Set { state, .. } => self.set(state, now),
+            Change::Removed { node, .. } => {
+                let Some(old) = self.asserted.remove(&node.uid) else {
+                    return Vec::new();
+                };
+                let version = self.next_version();
+                let forget = Forget {
+                    node: old.msg.node.clone(),
+                    version: Some(version),
+                };
+                old.endpoint
+                    .into_iter()
+                    .filter(|ep| self.push_forget(ep, &node.uid, forget.clone()))
+                    .collect()
+            }
+        }
+    }
+
+    fn set(&mut self, state: &DesiredState, now: Timestamp) -> Vec<String> {
+        let uid = state.node.uid.clone();
+        let tombstone_until = match (state.desired, self.asserted.get(&uid)) {
+            (Desired::Down, _) => None,
+            // Restored: repeat the `None` for a while so a missed restore is repaired.
+            (Desired::None, Some(a)) if a.desired == Desired::Down => {
+                Some(now + self.tombstone_ttl)
+            }
+            (Desired::None, Some(a)) => a.tombstone_until,
+            // A node that was never asserted stays unasserted: `None` is not sent forever.
+            (Desired::None, None) => return Vec::new(),
+        };
+        let version = self.next_version();
+        let endpoint = route::pick(&state.node.name, &self.endpoints).cloned();
+        let msg = to_proto(state, version);
+        self.asserted.insert(
+            uid.clone(),
+            Asserted {
+                msg,
+                desired: state.desired,
+                tombstone_until,
+                endpoint: endpoint.clone(),
+            },
+        );
+        let mut touched = Vec::new();
+        if let Some(ep) = endpoint
+            && let Some(ob) = self.outboxes.get_mut(&ep)
+        {
+            ob.forgets.remove(&uid);
+            ob.mark(&uid);
+            touched.push(ep);
+        }
+        touched
+    }
+
+    fn push_forget(&mut self, endpoint: &str, uid: &str, forget: Forget) -> bool {
+        match self.outboxes.get_mut(endpoint) {
+            Some(ob) => {
+                ob.forgets.insert(uid.to_owned(), forget);
+                ob.mark(uid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops tombstones older than the TTL (silently: the next snapshot no longer names them).
+    pub fn expire(&mut self, now: Timestamp) -> usize {
+        let before = self.asserted.len();
+        self.asserted
+            .retain(|_, a| a.tombstone_until.is_none_or(|t| t > now));
+        before - self.asserted.len()
+    }
+
+    /// A new leadership epoch: every asserted state gets a version of the new epoch, so the
+    /// actuator prefers it over anything a previous leader sent.
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.seq = 0;
+        let mut uids: Vec<String> = self.asserted.keys().cloned().collect();
+        uids.sort();
+        for uid in uids {
+            let v = self.next_version();
+            if let Some(a) = self.asserted.get_mut(&uid) {
+                a.msg.version = Some(v);
+            }
+        }
+    }
+
+    /// A new endpoint set. Nodes whose endpoint changed are forgotten on the old stream (if it
+    /// still exists) and marked dirty on the new one; all others stay where they are.
+    /// Returns the endpoints whose outbox changed.
+    pub fn set_endpoints(&mut self, mut endpoints: Vec<String>) -> Vec<String> {
+        endpoints.sort();
+        endpoints.dedup();
+        self.outboxes.retain(|ep, _| endpoints.contains(ep));
+        for ep in &endpoints {
+            self.outboxes.entry(ep.clone()).or_default();
+        }
+        self.endpoints = endpoints;
+        let mut touched = HashSet::new();
+        let uids: Vec<String> = self.asserted.keys().cloned().collect();
+        for uid in uids {
+            let Some(a) = self.asserted.get(&uid) else {
+                continue;
+            };
+            let name = a
+                .msg
+                .node
+                .as_ref()
+                .map(|n| n.name.clone())
+                .unwrap_or_default();
+            let new_ep = route::pick(&name, &self.endpoints).cloned();
+            if new_ep == a.endpoint {
+                continue;
+            }
+            let old_ep = a.endpoint.clone();
+            let forget = Forget {
+                node: a.msg.node.clone(),
+                version: a.msg.version,
+            };
+            if let Some(old) = old_ep
+                && self.push_forget(&old, &uid, forget)
+            {
+                touched.insert(old);
+            }
+            if let Some(a) = self.asserted.get_mut(&uid) {
+                a.endpoint = new_ep.clone();
+            }
+            if let Some(ep) = new_ep
+                && let Some(ob) = self.outboxes.get_mut(&ep)
+            {
+                ob.forgets.remove(&uid);
+                ob.mark(&uid);
+                touched.insert(ep);
+            }
+        }
+        let mut touched: Vec<String> = touched.into_iter().collect();
+        touched.sort();
+        touched
+    }
+
+    /// The full snapshot for a (re)connecting stream, sorted by node name. Clears the
+    /// endpoint's dirty set: the snapshot supersedes every pending delta.
+    pub fn snapshot(&mut self, endpoint: &str) -> Vec<NodeDesiredState> {
+        if let Some(ob) = self.outboxes.get_mut(endpoint) {
+            *ob = Outbox::default();
+        }
+        let mut out: Vec<NodeDesiredState> = self
+            .asserted
+            .values()
+            .filter(|a| a.endpoint.as_deref() == Some(endpoint))
+            .map(|a| a.msg.clone())
+            .collect();
+        out.sort_by(|a, b| node_name(a).cmp(node_name(b)));
+        out
+    }
+
+    /// Up to `max` pending messages for an endpoint, each with the node's latest state.
+    pub fn next_deltas(&mut self, endpoint: &str, max: usize) -> Vec<Kind> {
+        let mut out = Vec::new();
+        let Some(ob) = self.outboxes.get_mut(endpoint) else {
+            return out;
+        };
+        while out.len() < max {
+            let Some(uid) = ob.dirty.pop_front() else {
+                break;
+            };
+            ob.in_dirty.remove(&uid);
+            if let Some(f) = ob.forgets.remove(&uid) {
+                out.push(Kind::Forget(f));
+            } else if let Some(a) = self
+                .asserted
+                .get(&uid)
+                .filter(|a| a.endpoint.as_deref() == Some(endpoint))
+            {
+                out.push(Kind::Delta(a.msg.clone()));
+            }
+        }
+        out
+    }
+
+    /// Number of pending messages for an endpoint.
+    pub fn pending(&self, endpoint: &str) -> usize {
+        self.outboxes.get(endpoint).map_or(0, |o| o.dirty.len())
+    }
+}
+
+fn node_name(s: &NodeDesiredState) -> &str {
+    s.node.as_ref().map_or("", |n| n.name.as_str())
+}
+
+fn proto_ts(t: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.as_second(),
+        nanos: t.subsec_nanosecond(),
+    }
+}
+
+/// The wire form of a desired state.
+pub fn to_proto(state: &DesiredState, version: Version) -> NodeDesiredState {
+    let n = &state.node;
+    NodeDesiredState {
+        node: Some(NodeRef {
+            name: n.name.clone(),
+            uid: n.uid.clone(),
+            provider_id: n.provider_id.clone(),
+            internal_ips: n.internal_ips.clone(),
+            zone: n.zone.clone(),
+        }),
+        desired: match state.desired {
+            Desired::Down => AdminState::Down,
+            Desired::None => AdminState::None,
+        } as i32,
+        reasons: state.reasons.clone(),
+        observed_at: Some(proto_ts(state.observed_at)),
+        version: Some(version),
+        deadline: state.deadline.map(proto_ts),
+    }
+}
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;

@@ -1,0 +1,225 @@
+use super::*;
+use crate::domain::node::NodeView;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+fn t0() -> Timestamp {
+    ts("2026-08-01T05:40:00Z")
+}
+
+fn view(name: &str) -> NodeView {
+    NodeView {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        created: None,
+        provider_id: format!("azure:///{name}"),
+        internal_ips: vec!["10.0.0.1".into()],
+        zone: "eastus-1".into(),
+        taints: vec![],
+        condition_notice: None,
+    }
+}
+
+fn set(name: &str, desired: Desired) -> Change {
+    let reasons = if desired == Desired::Down {
+        vec!["node.kubernetes.io/out-of-service".into()]
+    } else {
+        vec![]
+    };
+    Change::Set {
+        state: DesiredState {
+            node: view(name),
+            desired,
+            reasons,
+            observed_at: t0(),
+            deadline: None,
+        },
+        previous: None,
+    }
+}
+
+fn removed(name: &str) -> Change {
+    Change::Removed {
+        node: view(name),
+        last: Desired::Down,
+    }
+}
+
+fn eps(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("10.1.0.{i}:9443")).collect()
+}
+
+fn one_endpoint() -> (Dispatcher, String) {
+    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    d.set_epoch(7);
+    d.set_endpoints(eps(1));
+    (d, eps(1).remove(0))
+}
+
+fn delta_of(k: &Kind) -> (&str, i32, Version) {
+    match k {
+        Kind::Delta(s) => (
+            s.node.as_ref().unwrap().name.as_str(),
+            s.desired,
+            s.version.unwrap(),
+        ),
+        Kind::Forget(f) => (
+            f.node.as_ref().unwrap().name.as_str(),
+            -1,
+            f.version.unwrap(),
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn snapshot_then_deltas() {
+    let (mut d, ep) = one_endpoint();
+    d.apply(&set("a", Desired::Down), t0());
+    d.apply(&set("b", Desired::None), t0());
+    let snap = d.snapshot(&ep);
+    assert_eq!(
+        snap.len(),
+        1,
+        "only asserted nodes: a never-down node is not sent"
+    );
+    assert_eq!(snap[0].desired, AdminState::Down as i32);
+    assert!(
+        d.next_deltas(&ep, 100).is_empty(),
+        "the snapshot supersedes pending deltas"
+    );
+    let touched = d.apply(&set("b", Desired::Down), t0());
+    assert_eq!(touched, vec![ep.clone()]);
+    let deltas = d.next_deltas(&ep, 100);
+    assert_eq!(deltas.len(), 1);
+    assert_eq!(delta_of(&deltas[0]).0, "b");
+}
+
+#[test]
+fn a_slow_stream_gets_only_the_latest_state() {
+    let (mut d, ep) = one_endpoint();
+    for i in 0..50 {
+        let desired = if i % 2 == 0 {
+            Desired::Down
+        } else {
+            Desired::None
+        };
+        d.apply(&set("a", desired), t0());
+        d.apply(&set(&format!("n{i}"), Desired::Down), t0());
+    }
+    d.apply(&set("a", Desired::Down), t0());
+    assert_eq!(d.pending(&ep), 51, "one entry per node, not per change");
+    let deltas = d.next_deltas(&ep, 1000);
+    let a: Vec<_> = deltas
+        .iter()
+        .map(delta_of)
+        .filter(|(n, ..)| *n == "a")
+        .collect();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].1, AdminState::Down as i32);
+    assert_eq!(
+        a[0].2,
+        *d.current("uid-a").unwrap().version.as_ref().unwrap()
+    );
+}
+
+#[test]
+fn versions_grow_within_and_across_epochs() {
+    let (mut d, ep) = one_endpoint();
+    d.apply(&set("a", Desired::Down), t0());
+    let v1 = d.current("uid-a").unwrap().version.unwrap();
+    d.apply(&set("a", Desired::None), t0());
+    let v2 = d.current("uid-a").unwrap().version.unwrap();
+    assert!(cutover_proto::VersionExt::is_newer_than(&v2, &v1));
+    d.set_epoch(8);
+    let v3 = d.current("uid-a").unwrap().version.unwrap();
+    assert_eq!(v3.epoch, 8);
+    assert!(cutover_proto::VersionExt::is_newer_than(&v3, &v2));
+    assert_eq!(d.snapshot(&ep)[0].version, Some(v3));
+}
+
+#[test]
+fn tombstones_repeat_restores_until_expiry() {
+    let (mut d, ep) = one_endpoint();
+    d.apply(&set("a", Desired::Down), t0());
+    d.apply(&set("a", Desired::None), t0());
+    let snap = d.snapshot(&ep);
+    assert_eq!(snap.len(), 1);
+    assert_eq!(snap[0].desired, AdminState::None as i32);
+    assert_eq!(d.expire(t0() + SignedDuration::from_mins(14)), 0);
+    assert_eq!(d.snapshot(&ep).len(), 1);
+    assert_eq!(d.expire(t0() + SignedDuration::from_mins(16)), 1);
+    assert!(d.snapshot(&ep).is_empty(), "None is not asserted forever");
+    // Down again after expiry is asserted again.
+    d.apply(&set("a", Desired::Down), t0());
+    assert_eq!(d.snapshot(&ep).len(), 1);
+}
+
+#[test]
+fn removed_nodes_are_forgotten() {
+    let (mut d, ep) = one_endpoint();
+    d.apply(&set("a", Desired::Down), t0());
+    d.snapshot(&ep);
+    d.apply(&removed("a"), t0());
+    let deltas = d.next_deltas(&ep, 10);
+    assert_eq!(deltas.len(), 1);
+    assert_eq!(delta_of(&deltas[0]).1, -1, "a Forget");
+    assert!(d.snapshot(&ep).is_empty());
+    assert!(d.apply(&removed("never-asserted"), t0()).is_empty());
+}
+
+#[test]
+fn endpoint_changes_move_only_affected_nodes() {
+    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    d.set_epoch(1);
+    d.set_endpoints(eps(3));
+    let names: Vec<String> = (0..300).map(|i| format!("node-{i}")).collect();
+    for n in &names {
+        d.apply(&set(n, Desired::Down), t0());
+    }
+    let before: HashMap<String, Vec<String>> = eps(3)
+        .into_iter()
+        .map(|ep| {
+            let s = d
+                .snapshot(&ep)
+                .into_iter()
+                .map(|s| s.node.unwrap().name)
+                .collect();
+            (ep, s)
+        })
+        .collect();
+    assert_eq!(before.values().map(Vec::len).sum::<usize>(), 300);
+    let mut four = eps(3);
+    four.push("10.1.0.9:9443".into());
+    d.set_endpoints(four.clone());
+    let new_ep = &four[3];
+    let moved: Vec<_> = d
+        .next_deltas(new_ep, 1000)
+        .iter()
+        .map(|k| delta_of(k).0.to_owned())
+        .collect();
+    assert!((40..120).contains(&moved.len()), "{}", moved.len());
+    for ep in eps(3) {
+        for k in d.next_deltas(&ep, 1000) {
+            let (name, desired, _) = delta_of(&k);
+            assert_eq!(desired, -1, "old streams only forget moved nodes");
+            assert!(moved.iter().any(|m| m == name));
+            assert!(before[&ep].iter().any(|b| b == name));
+        }
+    }
+    // Removing the new endpoint sends them back (their old streams receive them as deltas).
+    d.set_endpoints(eps(3));
+    let back: usize = eps(3).iter().map(|ep| d.next_deltas(ep, 1000).len()).sum();
+    assert_eq!(back, moved.len());
+}
+
+#[test]
+fn nodes_wait_for_an_endpoint() {
+    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    d.set_epoch(1);
+    assert!(d.apply(&set("a", Desired::Down), t0()).is_empty());
+    let touched = d.set_endpoints(eps(1));
+    assert_eq!(touched, eps(1));
+    assert_eq!(d.snapshot(&eps(1)[0]).len(), 1);
+}

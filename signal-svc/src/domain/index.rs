@@ -1,0 +1,382 @@
+//! The desired-state index: watch events in, real changes out.
+//!
+//! Keyed by node UID, so a node recreated under the same name starts from its own taints.
+//! Plain synchronous `apply` / `delete` / `reset` methods (as in linkerd's policy indexes);
+//! the caller owns the lock and the I/O.
+
+use super::event::EventView;
+use super::node::NodeView;
+use super::notice::{self, EVENT_REASON};
+use super::taints::{TriggerSet, has_draining_key};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use std::collections::{HashMap, HashSet};
+
+/// The admin state a node should have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Desired {
+    None,
+    Down,
+}
+
+/// The desired state of one node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredState {
+    pub node: NodeView,
+    pub desired: Desired,
+    /// Trigger taint keys present (empty for `None`).
+    pub reasons: Vec<String>,
+    /// When the signal behind this state was first observed (the notice for a Spot taint).
+    pub observed_at: Timestamp,
+    /// Spot NotBefore deadline, when the state is `Down` after a notice.
+    pub deadline: Option<Timestamp>,
+}
+
+/// One real change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// New node (`previous: None`) or a changed desired state / reasons / node reference.
+    Set {
+        state: DesiredState,
+        previous: Option<Desired>,
+    },
+    /// The node is gone.
+    Removed { node: NodeView, last: Desired },
+}
+
+/// Ask the (leader's) taint writer to add the spot-eviction taint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaintRequest {
+    pub name: String,
+    pub uid: String,
+}
+
+/// What the index learnt from one call.
+#[derive(Debug, Default, PartialEq)]
+pub struct Output {
+    pub changes: Vec<Change>,
+    pub taints: Vec<TaintRequest>,
+    /// Signal kinds seen, for metrics: `taint`, `preempt_event`, `preempt_condition`,
+    /// `preempt_event_ignored`.
+    pub signals: Vec<&'static str>,
+    /// Problems with cluster data, each reported once per object.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct NoticeSeen {
+    observed_at: Timestamp,
+    deadline: Timestamp,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingNotice {
+    at: Option<Timestamp>,
+    observed_at: Timestamp,
+    deadline: Timestamp,
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: DesiredState,
+    notice: Option<NoticeSeen>,
+}
+
+/// Per-UID desired states plus Spot notices by node name.
+#[derive(Debug, Default)]
+pub struct NodeIndex {
+    triggers: TriggerSet,
+    nodes: HashMap<String, Entry>,
+    by_name: HashMap<String, String>,
+    /// Latest valid notice per node name, kept so an event seen before its node still counts.
+    notices: HashMap<String, PendingNotice>,
+    /// Event UIDs already counted (re-deliveries and `count` bumps change nothing).
+    seen_events: HashMap<String, Timestamp>,
+    warned: HashSet<String>,
+}
+
+/// Events older than this are forgotten (the API server keeps events for 1 h by default).
+const EVENT_MEMORY: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
+
+impl NodeIndex {
+    pub fn new(triggers: TriggerSet) -> Self {
+        Self {
+            triggers,
+            ..Self::default()
+        }
+    }
+
+    /// Number of nodes known.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The current desired state of a node UID.
+    pub fn get(&self, uid: &str) -> Option<&DesiredState> {
+        self.nodes.get(uid).map(|e| &e.state)
+    }
+
+    /// A Node was added or modified.
+    pub fn apply(&mut self, node: &Node, now: Timestamp) -> Output {
+        let mut out = Output::default();
+        self.apply_into(node, now, &mut out);
+        out
+    }
+
+    /// A Node was deleted.
+    pub fn delete(&mut self, node: &Node) -> Output {
+        let mut out = Output::default();
+        let uid = node.metadata.uid.clone().or_else(|| {
+            node.metadata
+                .name
+                .as_ref()
+                .and_then(|n| self.by_name.get(n).cloned())
+        });
+        if let Some(uid) = uid {
+            self.remove_uid(&uid, &mut out);
+        }
+        out
+    }
+
+    /// A complete list of Nodes (after a (re)list): nodes missing from it are removed.
+    pub fn reset(&mut self, nodes: &[Node], now: Timestamp) -> Output {
+        let mut out = Output::default();
+        let mut present = HashSet::new();
+        for node in nodes {
+            if let Some(uid) = self.apply_into(node, now, &mut out) {
+                present.insert(uid);
+            }
+        }
+        let gone: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|u| !present.contains(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.remove_uid(&uid, &mut out);
+        }
+        out
+    }
+
+    /// A `PreemptScheduled` event was added or modified (or listed).
+    pub fn apply_event(&mut self, ev: &EventView, now: Timestamp) -> Output {
+        let mut out = Output::default();
+        if ev.reason != EVENT_REASON {
+            return out;
+        }
+        if self.seen_events.len() > 10_000 {
+            self.seen_events.retain(|_, t| *t + EVENT_MEMORY > now);
+            self.notices
+                .retain(|_, p| p.observed_at + EVENT_MEMORY > now);
+        }
+        let first_delivery = self.seen_events.insert(ev.uid.clone(), now).is_none();
+        let Some(node_name) = ev.node_name.clone() else {
+            self.warn_once(&mut out, format!("event/{}", ev.uid), || {
+                format!("event {} has no involvedObject.name; skipped", ev.name)
+            });
+            return out;
+        };
+        if ev.kind.as_deref() != Some("Node") {
+            self.warn_once(&mut out, format!("event-kind/{}", ev.uid), || {
+                format!("event {} is not about a Node; skipped", ev.name)
+            });
+            return out;
+        }
+        let Some(parsed) = notice::parse_event_message(&ev.message, now) else {
+            if first_delivery {
+                out.signals.push("preempt_event_ignored");
+            }
+            return out;
+        };
+        if !parsed.deadline_parsed {
+            self.warn_once(&mut out, format!("deadline/{}", ev.uid), || {
+                format!(
+                    "event {} for node {node_name}: unparsable NotBefore, assuming now",
+                    ev.name
+                )
+            });
+        }
+        let pending = PendingNotice {
+            at: ev.time,
+            observed_at: now,
+            deadline: parsed.deadline,
+        };
+        let keep = match self.notices.get(&node_name) {
+            Some(old) => old.at < pending.at,
+            None => true,
+        };
+        if keep {
+            self.notices.insert(node_name.clone(), pending);
+        }
+        if let Some(uid) = self.by_name.get(&node_name).cloned() {
+            self.match_event_notice(&uid, pending, &mut out);
+        }
+        out
+    }
+
+    /// Every node that has a notice but no draining taint yet: what a new leader must do.
+    pub fn pending_taints(&self) -> Vec<TaintRequest> {
+        self.nodes
+            .values()
+            .filter(|e| e.notice.is_some() && !has_draining_key(&e.state.node.taints))
+            .map(|e| TaintRequest {
+                name: e.state.node.name.clone(),
+                uid: e.state.node.uid.clone(),
+            })
+            .collect()
+    }
+
+    fn apply_into(&mut self, node: &Node, now: Timestamp, out: &mut Output) -> Option<String> {
+        let (view, warnings) = match NodeView::from_node(node, now) {
+            Ok(v) => v,
+            Err(e) => {
+                let key = format!("node/{:?}/{:?}", node.metadata.name, node.metadata.uid);
+                self.warn_once(out, key, || format!("{e}; skipped"));
+                return None;
+            }
+        };
+        for w in warnings {
+            let key = format!("node/{}/{w}", view.uid);
+            self.warn_once(out, key, || format!("node {}: {w}", view.name));
+        }
+        let uid = view.uid.clone();
+        // Same name, new UID: the old node is gone even if its DELETE was missed.
+        if let Some(old) = self.by_name.get(&view.name).filter(|u| **u != uid).cloned() {
+            self.remove_uid(&old, out);
+        }
+        self.by_name.insert(view.name.clone(), uid.clone());
+
+        let reasons = self.triggers.reasons(&view.taints);
+        let desired = if reasons.is_empty() {
+            Desired::None
+        } else {
+            Desired::Down
+        };
+        let entry = self.nodes.get(&uid);
+        let previous = entry.map(|e| &e.state);
+        let mut notice = entry.and_then(|e| e.notice);
+
+        // New trigger keys are signals.
+        for r in &reasons {
+            if !previous.is_some_and(|p| p.reasons.contains(r)) {
+                out.signals.push("taint");
+            }
+        }
+        let mut new_notice = false;
+        if notice.is_none() {
+            if let Some(c) = view.condition_notice {
+                notice = Some(NoticeSeen {
+                    observed_at: now,
+                    deadline: c.deadline,
+                });
+                out.signals.push("preempt_condition");
+                new_notice = true;
+            } else if let Some(p) = self.notices.get(&view.name).copied()
+                && event_belongs_to(p.at, view.created)
+            {
+                notice = Some(NoticeSeen {
+                    observed_at: p.observed_at,
+                    deadline: p.deadline,
+                });
+                out.signals.push("preempt_event");
+                new_notice = true;
+            }
+        }
+        if new_notice && !has_draining_key(&view.taints) {
+            out.taints.push(TaintRequest {
+                name: view.name.clone(),
+                uid: uid.clone(),
+            });
+        }
+
+        let (observed_at, deadline) = match previous {
+            Some(p) if p.desired == desired => (p.observed_at, p.deadline),
+            _ if desired == Desired::Down => match notice {
+                Some(n) => (n.observed_at.min(now), Some(n.deadline)),
+                None => (now, None),
+            },
+            _ => (now, None),
+        };
+        let changed = match previous {
+            None => true,
+            Some(p) => p.desired != desired || p.reasons != reasons || !p.node.same_ref(&view),
+        };
+        let prev_desired = previous.map(|p| p.desired);
+        let state = DesiredState {
+            node: view,
+            desired,
+            reasons,
+            observed_at,
+            deadline,
+        };
+        if changed {
+            out.changes.push(Change::Set {
+                state: state.clone(),
+                previous: prev_desired,
+            });
+        }
+        self.nodes.insert(uid.clone(), Entry { state, notice });
+        Some(uid)
+    }
+
+    fn match_event_notice(&mut self, uid: &str, p: PendingNotice, out: &mut Output) {
+        let Some(entry) = self.nodes.get_mut(uid) else {
+            return;
+        };
+        if entry.notice.is_some() || !event_belongs_to(p.at, entry.state.node.created) {
+            return;
+        }
+        entry.notice = Some(NoticeSeen {
+            observed_at: p.observed_at,
+            deadline: p.deadline,
+        });
+        out.signals.push("preempt_event");
+        if !has_draining_key(&entry.state.node.taints) {
+            out.taints.push(TaintRequest {
+                name: entry.state.node.name.clone(),
+                uid: uid.to_owned(),
+            });
+        }
+    }
+
+    fn remove_uid(&mut self, uid: &str, out: &mut Output) {
+        if let Some(entry) = self.nodes.remove(uid) {
+            if self
+                .by_name
+                .get(&entry.state.node.name)
+                .is_some_and(|u| u == uid)
+            {
+                self.by_name.remove(&entry.state.node.name);
+            }
+            self.warned.retain(|k| !k.contains(uid));
+            out.changes.push(Change::Removed {
+                node: entry.state.node,
+                last: entry.state.desired,
+            });
+        }
+    }
+
+    fn warn_once(&mut self, out: &mut Output, key: String, msg: impl FnOnce() -> String) {
+        if self.warned.insert(key) {
+            out.warnings.push(msg());
+        }
+    }
+}
+
+/// An event belongs to the current incarnation of a node when it is not older than the node.
+fn event_belongs_to(event_at: Option<Timestamp>, node_created: Option<Timestamp>) -> bool {
+    match (event_at, node_created) {
+        (Some(e), Some(c)) => e >= c,
+        // Without times we cannot tell; a notice is too important to drop.
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;

@@ -1,0 +1,428 @@
+use super::*;
+use crate::domain::taints::{DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
+use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+fn now() -> Timestamp {
+    ts("2026-08-01T05:40:00Z")
+}
+
+fn mk_node(name: &str, uid: &str, taints: &[(&str, Option<&str>, &str)]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+            creation_timestamp: Some(Time(ts("2026-08-01T05:00:00Z"))),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(format!(
+                "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/v/virtualMachines/{uid}"
+            )),
+            taints: Some(
+                taints
+                    .iter()
+                    .map(|(k, v, e)| Taint {
+                        key: (*k).into(),
+                        value: v.map(Into::into),
+                        effect: (*e).into(),
+                        time_added: None,
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.224.0.4".into(),
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+fn with_created(mut n: Node, at: &str) -> Node {
+    n.metadata.creation_timestamp = Some(Time(ts(at)));
+    n
+}
+
+fn with_condition(mut n: Node, type_: &str, status: &str, message: &str) -> Node {
+    n.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        message: Some(message.into()),
+        ..Default::default()
+    }]);
+    n
+}
+
+fn mk_event(uid: &str, node: &str, message: &str, at: &str) -> EventView {
+    EventView {
+        name: format!("{node}.{uid}"),
+        uid: uid.into(),
+        reason: "PreemptScheduled".into(),
+        kind: Some("Node".into()),
+        node_name: Some(node.into()),
+        message: message.into(),
+        time: Some(ts(at)),
+    }
+}
+
+const NOTICE: &str = "Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. DurationInSeconds: -1. For more information, see https://aka.ms/aks/scheduledevents.";
+const IMDS: &str = "IMDS query failed, exit code: 28\nConnection timed out after 24 seconds.";
+
+fn desired_of(out: &Output) -> Vec<(String, Desired, Vec<String>)> {
+    out.changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Set { state, .. } => {
+                Some((state.node.uid.clone(), state.desired, state.reasons.clone()))
+            }
+            Change::Removed { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_trigger_goes_down_and_back() {
+    let extra = "karpenter.sh/disrupted";
+    let triggers: [(&str, Option<&str>, &str); 6] = [
+        (OUT_OF_SERVICE, None, "NoExecute"),
+        (OUT_OF_SERVICE, Some("nodeshutdown"), "NoSchedule"),
+        (SHUTDOWN, None, "NoSchedule"),
+        (DRAINING, Some(SPOT_EVICTION), "NoSchedule"),
+        (extra, None, "NoSchedule"),
+        (
+            "ToBeDeletedByClusterAutoscaler",
+            Some("1700000000"),
+            "NoSchedule",
+        ),
+    ];
+    for (i, taint) in triggers.iter().enumerate() {
+        let mut idx = NodeIndex::new(TriggerSet::new(vec![
+            extra.into(),
+            "ToBeDeletedByClusterAutoscaler".into(),
+        ]));
+        let first = idx.apply(&mk_node("n", "u", &[]), now());
+        assert_eq!(
+            desired_of(&first),
+            vec![("u".into(), Desired::None, vec![])],
+            "case {i}"
+        );
+        let down = idx.apply(&mk_node("n", "u", &[*taint]), now());
+        assert_eq!(
+            desired_of(&down),
+            vec![("u".into(), Desired::Down, vec![taint.0.to_owned()])],
+            "case {i}"
+        );
+        assert_eq!(down.signals, vec!["taint"]);
+        let again = idx.apply(&mk_node("n", "u", &[*taint]), now());
+        assert!(
+            again.changes.is_empty(),
+            "re-delivery changes nothing, case {i}"
+        );
+        let up = idx.apply(&mk_node("n", "u", &[]), now());
+        assert_eq!(
+            desired_of(&up),
+            vec![("u".into(), Desired::None, vec![])],
+            "case {i}"
+        );
+        match &up.changes[0] {
+            Change::Set { previous, .. } => assert_eq!(*previous, Some(Desired::Down)),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn extra_keys_are_opt_in() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let out = idx.apply(
+        &mk_node("n", "u", &[("karpenter.sh/disrupted", None, "NoSchedule")]),
+        now(),
+    );
+    assert!(out.changes.is_empty());
+}
+
+#[test]
+fn cordon_not_ready_and_other_taints_change_nothing() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let mut cordoned = mk_node(
+        "n",
+        "u",
+        &[("node.kubernetes.io/unschedulable", None, "NoSchedule")],
+    );
+    cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
+    assert!(idx.apply(&cordoned, now()).changes.is_empty());
+    let not_ready = with_condition(
+        mk_node(
+            "n",
+            "u",
+            &[("node.kubernetes.io/not-ready", None, "NoExecute")],
+        ),
+        "Ready",
+        "False",
+        "kubelet stopped posting node status",
+    );
+    assert!(idx.apply(&not_ready, now()).changes.is_empty());
+    let other_draining = mk_node("n", "u", &[(DRAINING, Some("maintenance"), "NoSchedule")]);
+    assert!(idx.apply(&other_draining, now()).changes.is_empty());
+}
+
+#[test]
+fn multiple_triggers_keep_down_until_all_gone() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[(SHUTDOWN, None, "NoSchedule")]), now());
+    let both = idx.apply(
+        &mk_node(
+            "n",
+            "u",
+            &[
+                (SHUTDOWN, None, "NoSchedule"),
+                (OUT_OF_SERVICE, None, "NoExecute"),
+            ],
+        ),
+        now(),
+    );
+    assert_eq!(desired_of(&both)[0].1, Desired::Down);
+    assert_eq!(desired_of(&both)[0].2.len(), 2);
+    let one = idx.apply(
+        &mk_node("n", "u", &[(OUT_OF_SERVICE, None, "NoExecute")]),
+        now(),
+    );
+    assert_eq!(
+        desired_of(&one),
+        vec![("u".into(), Desired::Down, vec![OUT_OF_SERVICE.to_owned()])]
+    );
+}
+
+#[test]
+fn recreated_node_starts_from_its_own_taints() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(
+        &mk_node("n", "old", &[(SHUTDOWN, None, "NoSchedule")]),
+        now(),
+    );
+    // DELETE missed; the replacement arrives with a new UID and no taints.
+    let out = idx.apply(&mk_node("n", "new", &[]), now());
+    assert_eq!(out.changes.len(), 2);
+    assert!(
+        matches!(&out.changes[0], Change::Removed { node, last: Desired::Down } if node.uid == "old")
+    );
+    assert_eq!(
+        desired_of(&out),
+        vec![("new".into(), Desired::None, vec![])]
+    );
+    assert_eq!(idx.get("new").unwrap().desired, Desired::None);
+    assert!(idx.get("old").is_none());
+}
+
+#[test]
+fn delete_and_reset() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(
+        &mk_node("a", "ua", &[(SHUTDOWN, None, "NoSchedule")]),
+        now(),
+    );
+    idx.apply(&mk_node("b", "ub", &[]), now());
+    let del = idx.delete(&mk_node("a", "ua", &[]));
+    assert!(
+        matches!(&del.changes[..], [Change::Removed { node, last: Desired::Down }] if node.name == "a")
+    );
+    assert!(
+        idx.delete(&mk_node("a", "ua", &[])).changes.is_empty(),
+        "second delete is no change"
+    );
+    // Relist: b is gone, c is new and down, nothing else.
+    let out = idx.reset(
+        &[mk_node("c", "uc", &[(OUT_OF_SERVICE, None, "NoExecute")])],
+        now(),
+    );
+    assert_eq!(
+        desired_of(&out),
+        vec![("uc".into(), Desired::Down, vec![OUT_OF_SERVICE.to_owned()])]
+    );
+    assert!(
+        out.changes
+            .iter()
+            .any(|c| matches!(c, Change::Removed { node, .. } if node.uid == "ub"))
+    );
+    let same = idx.reset(
+        &[mk_node("c", "uc", &[(OUT_OF_SERVICE, None, "NoExecute")])],
+        now(),
+    );
+    assert!(same.changes.is_empty(), "an identical relist emits nothing");
+}
+
+#[test]
+fn event_notice_requests_taint_once() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let out = idx.apply_event(&mk_event("e1", "n", NOTICE, "2026-08-01T05:39:00Z"), now());
+    assert_eq!(
+        out.taints,
+        vec![TaintRequest {
+            name: "n".into(),
+            uid: "u".into()
+        }]
+    );
+    assert_eq!(out.signals, vec!["preempt_event"]);
+    // count bumps (MODIFIED), other events for the same node: nothing more.
+    assert!(
+        idx.apply_event(&mk_event("e1", "n", NOTICE, "2026-08-01T05:39:10Z"), now())
+            .taints
+            .is_empty()
+    );
+    assert!(
+        idx.apply_event(&mk_event("e2", "n", NOTICE, "2026-08-01T05:39:20Z"), now())
+            .taints
+            .is_empty()
+    );
+    assert_eq!(
+        idx.pending_taints().len(),
+        1,
+        "still pending until the taint is seen"
+    );
+    // The taint lands: Down with the notice's observation time and deadline.
+    let later = ts("2026-08-01T05:40:01Z");
+    let out = idx.apply(
+        &mk_node("n", "u", &[(DRAINING, Some(SPOT_EVICTION), "NoSchedule")]),
+        later,
+    );
+    match &out.changes[..] {
+        [Change::Set { state, .. }] => {
+            assert_eq!(state.desired, Desired::Down);
+            assert_eq!(state.observed_at, now());
+            assert_eq!(state.deadline, Some(ts("2026-08-01T05:41:02Z")));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(idx.pending_taints().is_empty());
+}
+
+#[test]
+fn imds_noise_and_strangers_are_ignored() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let out = idx.apply_event(&mk_event("e1", "n", IMDS, "2026-08-01T05:39:00Z"), now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.signals, vec!["preempt_event_ignored"]);
+    assert!(
+        idx.apply_event(&mk_event("e1", "n", IMDS, "2026-08-01T05:39:05Z"), now())
+            .signals
+            .is_empty()
+    );
+    let mut no_obj = mk_event("e3", "n", NOTICE, "2026-08-01T05:39:00Z");
+    no_obj.node_name = None;
+    let out = idx.apply_event(&no_obj, now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.warnings.len(), 1);
+    assert!(
+        idx.apply_event(&no_obj, now()).warnings.is_empty(),
+        "warned once"
+    );
+}
+
+#[test]
+fn event_is_matched_by_name_and_time_never_uid() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    // Old event for a previous incarnation of the same name: ignored for the new node.
+    idx.apply(
+        &with_created(mk_node("n", "new", &[]), "2026-08-01T05:30:00Z"),
+        now(),
+    );
+    let out = idx.apply_event(
+        &mk_event("old-ev", "n", NOTICE, "2026-08-01T05:10:00Z"),
+        now(),
+    );
+    assert!(out.taints.is_empty());
+    // An event arriving before its node is remembered and matched when the node shows up.
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    assert!(
+        idx.apply_event(&mk_event("e", "m", NOTICE, "2026-08-01T05:39:00Z"), now())
+            .taints
+            .is_empty()
+    );
+    let out = idx.apply(&mk_node("m", "um", &[]), now());
+    assert_eq!(
+        out.taints,
+        vec![TaintRequest {
+            name: "m".into(),
+            uid: "um".into()
+        }]
+    );
+}
+
+#[test]
+fn operator_draining_taint_is_never_duplicated() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(
+        &mk_node("n", "u", &[(DRAINING, Some("by-hand"), "NoExecute")]),
+        now(),
+    );
+    let out = idx.apply_event(&mk_event("e", "n", NOTICE, "2026-08-01T05:39:00Z"), now());
+    assert!(out.taints.is_empty());
+    assert!(idx.pending_taints().is_empty());
+}
+
+#[test]
+fn conditions_are_the_same_notice() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let n = with_condition(
+        mk_node("n", "u", &[]),
+        "PreemptionScheduled",
+        "True",
+        "Preempt Scheduled: Sat, 1 Aug 2026 05:41:02 GMT. For more information, see https://aka.ms/aks-spot-eviction. EventId: x",
+    );
+    let out = idx.apply(&n, now());
+    assert_eq!(out.taints.len(), 1);
+    assert_eq!(out.signals, vec!["preempt_condition"]);
+    assert!(
+        idx.apply(&n, now()).taints.is_empty(),
+        "level-triggered condition counts once"
+    );
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let vm = with_condition(
+        mk_node("n", "u", &[]),
+        "VMEventScheduled",
+        "True",
+        "Preempt Scheduled: Wed, 26 Feb 2025 10:13:13 GMT. DurationInSeconds: -1.",
+    );
+    assert_eq!(idx.apply(&vm, now()).taints.len(), 1);
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let reboot = with_condition(
+        mk_node("n", "u", &[]),
+        "VMEventScheduled",
+        "True",
+        "Reboot Scheduled: Wed, 26 Feb 2025 10:13:13 GMT.",
+    );
+    assert!(idx.apply(&reboot, now()).taints.is_empty());
+}
+
+#[test]
+fn malformed_nodes_are_reported_once() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let mut n = mk_node("n", "u", &[]);
+    n.metadata.uid = None;
+    let out = idx.apply(&n, now());
+    assert!(out.changes.is_empty());
+    assert_eq!(out.warnings.len(), 1);
+    assert!(idx.apply(&n, now()).warnings.is_empty());
+    let mut bare = mk_node("b", "ub", &[(SHUTDOWN, None, "NoSchedule")]);
+    bare.spec.as_mut().unwrap().provider_id = None;
+    bare.status = None;
+    let out = idx.apply(&bare, now());
+    assert_eq!(out.warnings.len(), 2, "{:?}", out.warnings);
+    assert_eq!(
+        desired_of(&out)[0].1,
+        Desired::Down,
+        "still cut: the actuator resolves by name"
+    );
+    assert!(idx.apply(&bare, now()).warnings.is_empty());
+}

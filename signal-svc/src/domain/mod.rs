@@ -1,0 +1,21 @@
+//! The pure core of signal-svc: no I/O, no clocks, no tasks. Time is always an argument.
+//!
+//! - [`taints`]: which taints are triggers.
+//! - [`notice`]: Spot eviction notices from `PreemptScheduled` events and node conditions.
+//! - [`node`]: the parts of a Kubernetes Node we use, extracted and validated.
+//! - [`event`]: the parts of a core/v1 Event we use, read leniently from JSON.
+//! - [`index`]: watch events in, desired-state changes and taint requests out.
+//! - [`route`]: rendezvous hashing of nodes onto actuator endpoints.
+//! - [`dispatch`]: versions, tombstones and the per-endpoint outboxes (latest state + dirty set).
+//! - [`lease`]: the leader-election decision for one observed Lease.
+//! - [`backoff`]: capped exponential backoff with jitter.
+
+pub mod backoff;
+pub mod dispatch;
+pub mod event;
+pub mod index;
+pub mod lease;
+pub mod node;
+pub mod notice;
+pub mod route;
+pub mod taints;

@@ -1,0 +1,118 @@
+//! The parts of a Kubernetes Node that signal-svc uses, extracted once per watch event.
+
+use super::notice::{self, Notice};
+use super::taints::TaintView;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// A node as the index sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub uid: String,
+    pub created: Option<Timestamp>,
+    pub provider_id: String,
+    pub internal_ips: Vec<String>,
+    pub zone: String,
+    pub taints: Vec<TaintView>,
+    /// A true `PreemptionScheduled` / `VMEventScheduled (Preempt)` condition.
+    pub condition_notice: Option<Notice>,
+}
+
+/// Why a node object cannot be used at all.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NodeError {
+    #[error("node has no metadata.name")]
+    MissingName,
+    #[error("node {0} has no metadata.uid")]
+    MissingUid(String),
+}
+
+impl NodeView {
+    /// Extracts the view. Missing name or UID is an error (the node cannot be keyed); missing
+    /// providerID or InternalIPs only produce warnings: the actuator can still resolve the
+    /// node by name, and cutting traffic late is worse than resolving it by name.
+    pub fn from_node(node: &Node, now: Timestamp) -> Result<(Self, Vec<String>), NodeError> {
+        let meta = &node.metadata;
+        let name = meta
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or(NodeError::MissingName)?;
+        let uid = meta
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| NodeError::MissingUid(name.clone()))?;
+        let mut warnings = Vec::new();
+        let spec = node.spec.as_ref();
+        let provider_id = spec.and_then(|s| s.provider_id.clone()).unwrap_or_default();
+        if provider_id.is_empty() {
+            warnings.push("no spec.providerID; the actuator will resolve it by name".to_owned());
+        }
+        let status = node.status.as_ref();
+        let internal_ips: Vec<String> = status
+            .and_then(|s| s.addresses.as_ref())
+            .map(|addrs| {
+                addrs
+                    .iter()
+                    .filter(|a| a.type_ == "InternalIP" && !a.address.is_empty())
+                    .map(|a| a.address.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if internal_ips.is_empty() {
+            warnings.push("no InternalIP in status.addresses".to_owned());
+        }
+        let taints = spec
+            .and_then(|s| s.taints.as_ref())
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| TaintView {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let condition_notice = status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
+            cs.iter().find_map(|c| {
+                notice::parse_condition(
+                    &c.type_,
+                    &c.status,
+                    c.message.as_deref().unwrap_or(""),
+                    now,
+                )
+            })
+        });
+        Ok((
+            Self {
+                zone: meta
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(ZONE_LABEL))
+                    .cloned()
+                    .unwrap_or_default(),
+                created: meta.creation_timestamp.as_ref().map(|t| t.0),
+                name,
+                uid,
+                provider_id,
+                internal_ips,
+                taints,
+                condition_notice,
+            },
+            warnings,
+        ))
+    }
+
+    /// The identity fields the actuator needs; a change in them is a change worth sending.
+    pub fn same_ref(&self, other: &NodeView) -> bool {
+        self.name == other.name
+            && self.provider_id == other.provider_id
+            && self.internal_ips == other.internal_ips
+            && self.zone == other.zone
+    }
+}

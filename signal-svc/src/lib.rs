@@ -1,0 +1,28 @@
+//! signal-svc: turns Kubernetes node signals into desired Azure Load Balancer admin states.
+//!
+//! Data flow:
+//! ```text
+//! kube watches (Nodes, PreemptScheduled Events)          [watch]
+//!     -> NodeIndex (pure: desired state per node UID)     [domain::index]
+//!     -> Dispatcher (pure: versions, tombstones, routing,  [domain::dispatch]
+//!        per-endpoint dirty sets)
+//!     -> one gRPC stream per actuator endpoint (leader)   [stream]
+//!     <- NodeResults -> Node events + metrics             [results]
+//! NodeIndex taint requests -> TaintWriter (leader)        [taint]
+//! Lease (RV-checked PUT) -> leadership epoch              [lease]
+//! ```
+//! Decisions live in [`domain`] (no I/O); everything else is a thin adapter wired in
+//! [`runtime::run`].
+
+pub mod admin;
+pub mod config;
+pub mod discovery;
+pub mod domain;
+pub mod leader;
+pub mod metrics;
+pub mod results;
+pub mod runtime;
+pub mod state;
+pub mod stream;
+pub mod taint;
+pub mod watch;

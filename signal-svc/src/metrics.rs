@@ -1,0 +1,136 @@
+//! Prometheus metrics, one registry with prefix `cutover_signal`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Every metric of the service.
+pub struct Metrics {
+    registry: Registry,
+    signals: Family<Labels, Counter>,
+    pub taints_added: Counter,
+    desired_changes: Family<Labels, Counter>,
+    results: Family<Labels, Counter>,
+    pub signal_to_accepted: Histogram,
+    pub signal_to_effective: Histogram,
+    pub notice_window_remaining: Histogram,
+    pub stream_reconnects: Counter,
+    pub leader: Gauge,
+    pub epoch: Gauge,
+    pub asserted_nodes: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("cutover_signal");
+        let m = Self {
+            signals: Family::default(),
+            taints_added: Counter::default(),
+            desired_changes: Family::default(),
+            results: Family::default(),
+            // 5 ms .. ~80 s
+            signal_to_accepted: Histogram::new(exponential_buckets(0.005, 2.0, 15)),
+            signal_to_effective: Histogram::new(exponential_buckets(0.005, 2.0, 15)),
+            notice_window_remaining: Histogram::new([
+                -30.0, -10.0, 0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 45.0, 60.0, 120.0, 300.0,
+            ]),
+            stream_reconnects: Counter::default(),
+            leader: Gauge::default(),
+            epoch: Gauge::default(),
+            asserted_nodes: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("signals", "Signals seen, by kind (taint, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
+        registry.register(
+            "taints_added",
+            "Spot-eviction taints added by this process",
+            m.taints_added.clone(),
+        );
+        registry.register(
+            "desired_state_changes",
+            "Desired-state changes, by new state",
+            m.desired_changes.clone(),
+        );
+        registry.register(
+            "results",
+            "Actuator results for current versions, by phase",
+            m.results.clone(),
+        );
+        registry.register(
+            "signal_to_accepted_seconds",
+            "Time from signal observed to ACCEPTED",
+            m.signal_to_accepted.clone(),
+        );
+        registry.register(
+            "signal_to_effective_seconds",
+            "Time from signal observed to EFFECTIVE",
+            m.signal_to_effective.clone(),
+        );
+        registry.register(
+            "notice_window_remaining_seconds",
+            "Seconds left before the Spot NotBefore deadline when Down became EFFECTIVE",
+            m.notice_window_remaining.clone(),
+        );
+        registry.register(
+            "stream_reconnects",
+            "Actuator stream (re)connect attempts after a failure",
+            m.stream_reconnects.clone(),
+        );
+        registry.register("leader", "1 while this replica leads", m.leader.clone());
+        registry.register(
+            "leader_epoch",
+            "Leadership epoch (Lease leaseTransitions) of this replica",
+            m.epoch.clone(),
+        );
+        registry.register(
+            "asserted_nodes",
+            "Nodes asserted on the streams (Down or tombstoned None)",
+            m.asserted_nodes.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    pub fn signal(&self, kind: &str) {
+        self.signals
+            .get_or_create(&vec![("kind", kind.to_owned())])
+            .inc();
+    }
+
+    pub fn desired_change(&self, state: &str) {
+        self.desired_changes
+            .get_or_create(&vec![("state", state.to_owned())])
+            .inc();
+    }
+
+    pub fn result(&self, phase: &str) {
+        self.results
+            .get_or_create(&vec![("phase", phase.to_owned())])
+            .inc();
+    }
+
+    /// Text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,301 @@
+//! Wiring: builds the client, binds the admin port, spawns every task, drains on shutdown.
+
+use crate::config::{Config, Discovery};
+use crate::domain::dispatch::Dispatcher;
+use crate::domain::index::NodeIndex;
+use crate::domain::taints::TriggerSet;
+use crate::leader::LeaseConfig;
+use crate::state::{Core, Shared};
+use crate::stream::StreamConfig;
+use crate::{admin, discovery, leader, results, stream, taint, watch};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("--kubeconfig {path}: {reason}")]
+    Kubeconfig { path: String, reason: String },
+    #[error("kubernetes client: {0}")]
+    Client(String),
+    #[error("--admin-listen {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("task {0} stopped unexpectedly")]
+    TaskDied(&'static str),
+}
+
+/// A bound, not yet running instance (tests read the admin address before running it).
+pub struct Service {
+    config: Config,
+    client: kube::Client,
+    listener: TcpListener,
+    admin_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("admin_addr", &self.admin_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+async fn kube_client(config: &Config) -> Result<kube::Client, RunError> {
+    let kcfg = match &config.kubeconfig {
+        Some(path) => {
+            let kerr = |reason: String| RunError::Kubeconfig {
+                path: path.display().to_string(),
+                reason,
+            };
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kerr(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| kerr(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| RunError::Client(e.to_string()))?,
+    };
+    kube::Client::try_from(kcfg).map_err(|e| RunError::Client(e.to_string()))
+}
+
+impl Service {
+    /// Builds the Kubernetes client and binds the admin port.
+    pub async fn bind(config: Config) -> Result<Self, RunError> {
+        let client = kube_client(&config).await?;
+        let listener = TcpListener::bind(config.admin_listen)
+            .await
+            .map_err(|source| RunError::Bind {
+                addr: config.admin_listen,
+                source,
+            })?;
+        let admin_addr = listener.local_addr().map_err(|source| RunError::Bind {
+            addr: config.admin_listen,
+            source,
+        })?;
+        Ok(Self {
+            config,
+            client,
+            listener,
+            admin_addr,
+        })
+    }
+
+    /// The bound admin address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Runs until `shutdown` is cancelled (then drains within `--shutdown-grace`) or a
+    /// critical task dies (an error: the pod should restart).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RunError> {
+        let Self {
+            config,
+            client,
+            listener,
+            admin_addr,
+        } = self;
+        let (taint_tx, taint_rx) = mpsc::unbounded_channel();
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::new(config.extra_taint_keys.clone())),
+            dispatch: Dispatcher::new(
+                jiff::SignedDuration::try_from(config.tombstone_ttl)
+                    .unwrap_or(jiff::SignedDuration::MAX),
+            ),
+        };
+        let shared = Arc::new(Shared::new(
+            core,
+            config.identity.clone(),
+            config.dry_run,
+            taint_tx,
+        ));
+        let stop = shutdown.child_token();
+        let (ep_tx, ep_rx) = tokio_watch::channel(Vec::new());
+        let (ev_tx, ev_rx) = mpsc::channel(1024);
+        let mut tasks: JoinSet<&'static str> = JoinSet::new();
+
+        tasks.spawn({
+            let (s, t) = (shared.clone(), stop.clone());
+            async move {
+                admin::serve(listener, s, t).await;
+                "admin"
+            }
+        });
+        tasks.spawn({
+            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+            async move {
+                watch::nodes(c, s, t).await;
+                "node watch"
+            }
+        });
+        tasks.spawn({
+            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+            async move {
+                watch::events(c, s, t).await;
+                "event watch"
+            }
+        });
+        tasks.spawn({
+            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+            async move {
+                taint::run(c, s, taint_rx, t).await;
+                "taint writer"
+            }
+        });
+        tasks.spawn({
+            let (c, id, t) = (client.clone(), config.identity.clone(), stop.clone());
+            async move {
+                results::recorder(c, id, ev_rx, t).await;
+                "event recorder"
+            }
+        });
+        if config.dry_run {
+            tracing::info!(
+                "dry-run: no lease, no taints, no streams, no events; acting as leader for logs only"
+            );
+            shared.become_leader(0);
+        } else {
+            let lcfg = LeaseConfig {
+                namespace: config.namespace.clone(),
+                name: config.lease_name.clone(),
+                identity: config.identity.clone(),
+                duration: config.lease_duration,
+                renew_interval: config.lease_renew_interval,
+            };
+            tasks.spawn({
+                let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+                async move {
+                    leader::run(c, lcfg, s, t).await;
+                    "lease"
+                }
+            });
+        }
+        let default_server_name = match &config.discovery {
+            Discovery::Service { host, .. } => Some(host.clone()),
+            Discovery::Static(_) => None,
+        };
+        tasks.spawn({
+            let (d, every, t) = (
+                config.discovery.clone(),
+                config.resolve_interval,
+                stop.clone(),
+            );
+            async move {
+                discovery::run(d, every, ep_tx, t.clone()).await;
+                // A static list is published once; keep the task alive until shutdown.
+                t.cancelled().await;
+                "discovery"
+            }
+        });
+        let scfg = StreamConfig {
+            cluster_name: config.cluster_name.clone(),
+            identity: config.identity.clone(),
+            tls: config.tls.clone(),
+            default_server_name,
+            resync_interval: config.resync_interval,
+        };
+        tasks.spawn({
+            let (s, t) = (shared.clone(), stop.clone());
+            async move {
+                stream::manager(scfg, s, ep_rx, ev_tx, t).await;
+                "stream manager"
+            }
+        });
+        tasks.spawn({
+            let (s, t) = (shared.clone(), stop.clone());
+            let every = (config.tombstone_ttl / 10)
+                .clamp(Duration::from_millis(100), Duration::from_secs(30));
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = t.cancelled() => break,
+                        _ = tokio::time::sleep(every) => {}
+                    }
+                    let n = s.core.lock().dispatch.expire(jiff::Timestamp::now());
+                    if n > 0 {
+                        tracing::debug!(expired = n, "tombstones expired");
+                    }
+                }
+                "tombstones"
+            }
+        });
+        tasks.spawn({
+            let (s, t) = (shared.clone(), stop.clone());
+            async move {
+                loop {
+                    if s.is_ready() {
+                        tracing::info!(admin = %admin_addr, leader_epoch = ?s.leader_epoch(), "signal-svc ready");
+                        break;
+                    }
+                    tokio::select! {
+                        _ = t.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                }
+                t.cancelled().await;
+                "readiness"
+            }
+        });
+
+        let died = tokio::select! {
+            _ = stop.cancelled() => None,
+            r = tasks.join_next() => Some(match r {
+                Some(Ok(name)) => name,
+                _ => "unknown",
+            }),
+        };
+        if let Some(name) = died {
+            tracing::error!(task = name, "critical task stopped; shutting down");
+            stop.cancel();
+        } else {
+            tracing::info!(grace = ?config.shutdown_grace, "shutting down");
+        }
+        let drained = tokio::time::timeout(config.shutdown_grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("shutdown grace elapsed; aborting remaining tasks");
+            tasks.abort_all();
+        }
+        match died {
+            Some(name) => Err(RunError::TaskDied(name)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Binds and runs one instance until `shutdown` (the in-process entry used by tests).
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
+    Service::bind(config).await?.run(shutdown).await
+}
+
+/// First SIGTERM/SIGINT starts the drain; a second one exits at once.
+pub async fn drain_on_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("signal received; draining (send again to exit at once)");
+    shutdown.cancel();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    std::process::exit(130);
+}

@@ -1,0 +1,204 @@
+//! State shared by the adapters: the pure core behind one lock, readiness, leadership.
+
+use crate::domain::dispatch::Dispatcher;
+use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
+use crate::metrics::Metrics;
+use cutover_proto::v1::Version;
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Notify, mpsc, watch};
+
+/// The pure core: one lock, so an index change and its dispatch are atomic.
+#[derive(Debug)]
+pub struct Core {
+    pub index: NodeIndex,
+    pub dispatch: Dispatcher,
+}
+
+/// Phases already reported for the current version of a node (to report each once).
+#[derive(Debug, Default)]
+pub struct Reported {
+    pub version: Option<Version>,
+    pub accepted: bool,
+    pub effective: bool,
+    pub failed: bool,
+}
+
+/// Shared by every task of one signal-svc instance.
+#[derive(Debug)]
+pub struct Shared {
+    pub core: Mutex<Core>,
+    pub metrics: Metrics,
+    pub identity: String,
+    pub dry_run: bool,
+    notifies: Mutex<HashMap<String, Arc<Notify>>>,
+    streams_ready: Mutex<HashSet<String>>,
+    nodes_synced: AtomicBool,
+    events_synced: AtomicBool,
+    leader_tx: watch::Sender<Option<u64>>,
+    taint_tx: mpsc::UnboundedSender<TaintRequest>,
+    pub reported: Mutex<HashMap<String, Reported>>,
+}
+
+impl Shared {
+    pub fn new(
+        core: Core,
+        identity: String,
+        dry_run: bool,
+        taint_tx: mpsc::UnboundedSender<TaintRequest>,
+    ) -> Self {
+        let (leader_tx, _) = watch::channel(None);
+        Self {
+            core: Mutex::new(core),
+            metrics: Metrics::new(),
+            identity,
+            dry_run,
+            notifies: Mutex::default(),
+            streams_ready: Mutex::default(),
+            nodes_synced: AtomicBool::new(false),
+            events_synced: AtomicBool::new(false),
+            leader_tx,
+            taint_tx,
+            reported: Mutex::default(),
+        }
+    }
+
+    /// The wake-up handle of an endpoint's stream task.
+    pub fn notify_for(&self, endpoint: &str) -> Arc<Notify> {
+        self.notifies
+            .lock()
+            .entry(endpoint.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    pub fn wake(&self, endpoints: &[String]) {
+        let map = self.notifies.lock();
+        for ep in endpoints {
+            if let Some(n) = map.get(ep) {
+                n.notify_one();
+            }
+        }
+    }
+
+    fn wake_all(&self) {
+        for n in self.notifies.lock().values() {
+            n.notify_one();
+        }
+    }
+
+    /// Applies what the index produced: dispatch, metrics, logs, taint requests.
+    pub fn absorb(&self, out: Output, now: Timestamp) {
+        for w in &out.warnings {
+            tracing::warn!("{w}");
+        }
+        for s in &out.signals {
+            self.metrics.signal(s);
+        }
+        let mut touched = Vec::new();
+        {
+            let mut core = self.core.lock();
+            for change in &out.changes {
+                if let Change::Set { state, previous } = change
+                    && *previous != Some(state.desired)
+                {
+                    let label = match state.desired {
+                        Desired::Down => "down",
+                        Desired::None => "none",
+                    };
+                    self.metrics.desired_change(label);
+                    if previous.is_some() || state.desired == Desired::Down {
+                        tracing::info!(node = %state.node.name, uid = %state.node.uid, desired = label, reasons = ?state.reasons, "desired state changed");
+                    }
+                }
+                touched.extend(core.dispatch.apply(change, now));
+            }
+            self.metrics
+                .asserted_nodes
+                .set(i64::try_from(core.dispatch.asserted_len()).unwrap_or(i64::MAX));
+        }
+        touched.sort();
+        touched.dedup();
+        self.wake(&touched);
+        for t in out.taints {
+            // Standbys drop these: a new leader re-derives them from the index.
+            if self.leader_epoch().is_some() {
+                let _ = self.taint_tx.send(t);
+            }
+        }
+    }
+
+    pub fn leader_epoch(&self) -> Option<u64> {
+        *self.leader_tx.borrow()
+    }
+
+    pub fn leader_rx(&self) -> watch::Receiver<Option<u64>> {
+        self.leader_tx.subscribe()
+    }
+
+    /// This process now leads with `epoch`: re-stamp every state, re-derive pending taints.
+    pub fn become_leader(&self, epoch: u64) {
+        let pending = {
+            let mut core = self.core.lock();
+            core.dispatch.set_epoch(epoch);
+            core.index.pending_taints()
+        };
+        self.reported.lock().clear();
+        self.metrics.leader.set(1);
+        self.metrics
+            .epoch
+            .set(i64::try_from(epoch).unwrap_or(i64::MAX));
+        self.leader_tx.send_replace(Some(epoch));
+        for t in pending {
+            let _ = self.taint_tx.send(t);
+        }
+        self.wake_all();
+    }
+
+    /// Leadership lost (or given up): streams stop at once.
+    pub fn lose_leadership(&self) {
+        self.metrics.leader.set(0);
+        self.leader_tx.send_replace(None);
+        self.streams_ready.lock().clear();
+    }
+
+    /// Re-queues a taint request (after a transient failure).
+    pub fn requeue_taint(&self, req: TaintRequest) {
+        let _ = self.taint_tx.send(req);
+    }
+
+    pub fn set_nodes_synced(&self) {
+        self.nodes_synced.store(true, Ordering::Release);
+    }
+
+    pub fn set_events_synced(&self) {
+        self.events_synced.store(true, Ordering::Release);
+    }
+
+    pub fn set_stream_ready(&self, endpoint: &str, ready: bool) {
+        let mut s = self.streams_ready.lock();
+        if ready {
+            s.insert(endpoint.to_owned());
+        } else {
+            s.remove(endpoint);
+        }
+    }
+
+    /// Watches synced and, on a (non-dry-run) leader, every endpoint's stream has sent its
+    /// snapshot.
+    pub fn is_ready(&self) -> bool {
+        if !self.nodes_synced.load(Ordering::Acquire) || !self.events_synced.load(Ordering::Acquire)
+        {
+            return false;
+        }
+        if self.dry_run || self.leader_epoch().is_none() {
+            return true;
+        }
+        let endpoints = self.core.lock().dispatch.endpoints().to_vec();
+        let ready = self.streams_ready.lock();
+        !endpoints.is_empty() && endpoints.iter().all(|e| ready.contains(e))
+    }
+}

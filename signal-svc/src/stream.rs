@@ -1,0 +1,355 @@
+//! The desired-state streams to actuator-svc: one task per endpoint, on the leader only.
+//!
+//! Each (re)connect sends `Hello`, the full snapshot of the nodes routed to that endpoint in
+//! chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
+//! woken. A periodic resync ends the stream cleanly and opens a new one (the protocol allows a
+//! snapshot only at the start of a stream). Failures reconnect with capped, jittered backoff.
+
+use crate::config::TlsMaterial;
+use crate::domain::backoff::Backoff;
+use crate::results::{self, NodeEvent};
+use crate::state::Shared;
+use cutover_proto::v1::actuator_client::ActuatorClient;
+use cutover_proto::v1::{
+    Hello, SignalMessage, Snapshot, SnapshotEnd, actuator_message, signal_message::Kind,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+/// Nodes per `Snapshot` message.
+pub const SNAPSHOT_CHUNK: usize = 500;
+const DELTA_BATCH: usize = 256;
+
+/// Stream settings.
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    pub cluster_name: String,
+    pub identity: String,
+    pub tls: Option<TlsMaterial>,
+    /// TLS name when `tls.server_name` is unset and the endpoint is an address.
+    pub default_server_name: Option<String>,
+    pub resync_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("endpoint {endpoint}: {source}")]
+    Transport {
+        endpoint: String,
+        source: tonic::transport::Error,
+    },
+    #[error("endpoint {endpoint}: {status}")]
+    Status {
+        endpoint: String,
+        status: tonic::Status,
+    },
+    #[error("endpoint {endpoint}: stream closed by the actuator")]
+    Closed { endpoint: String },
+}
+
+enum Ended {
+    Resync,
+    Shutdown,
+}
+
+fn host_of(endpoint: &str) -> &str {
+    endpoint
+        .rsplit_once(':')
+        .map_or(endpoint, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+}
+
+async fn connect(
+    endpoint: &str,
+    cfg: &StreamConfig,
+) -> Result<ActuatorClient<tonic::transport::Channel>, StreamError> {
+    let terr = |source| StreamError::Transport {
+        endpoint: endpoint.to_owned(),
+        source,
+    };
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let mut ep = tonic::transport::Endpoint::from_shared(format!("{scheme}://{endpoint}"))
+        .map_err(terr)?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .tcp_nodelay(true);
+    if let Some(tls) = &cfg.tls {
+        let host = host_of(endpoint);
+        let is_ip = host.parse::<std::net::IpAddr>().is_ok();
+        let name = tls
+            .server_name
+            .clone()
+            .or_else(|| {
+                if is_ip {
+                    cfg.default_server_name.clone()
+                } else {
+                    None
+                }
+            })
+            .unwrap_or_else(|| host.to_owned());
+        let mut t = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&tls.ca_pem))
+            .domain_name(name);
+        if let Some((cert, key)) = &tls.identity {
+            t = t.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        ep = ep.tls_config(t).map_err(terr)?;
+    }
+    let channel = ep.connect().await.map_err(terr)?;
+    Ok(ActuatorClient::new(channel))
+}
+
+fn msg(kind: Kind) -> SignalMessage {
+    SignalMessage { kind: Some(kind) }
+}
+
+/// One stream, from connect to its end.
+async fn connection(
+    endpoint: &str,
+    epoch: u64,
+    cfg: &StreamConfig,
+    shared: &Arc<Shared>,
+    events: &mpsc::Sender<NodeEvent>,
+    backoff: &mut Backoff,
+    shutdown: &CancellationToken,
+) -> Result<Ended, StreamError> {
+    let closed = || StreamError::Closed {
+        endpoint: endpoint.to_owned(),
+    };
+    let notify = shared.notify_for(endpoint);
+    let mut client = connect(endpoint, cfg).await?;
+    let (tx, rx) = mpsc::channel::<SignalMessage>(64);
+    let hello = Hello {
+        cluster_name: cfg.cluster_name.clone(),
+        sender_identity: cfg.identity.clone(),
+        leader_epoch: epoch,
+    };
+    tx.send(msg(Kind::Hello(hello)))
+        .await
+        .map_err(|_| closed())?;
+    let response = client
+        .stream_desired_states(ReceiverStream::new(rx))
+        .await
+        .map_err(|status| StreamError::Status {
+            endpoint: endpoint.to_owned(),
+            status,
+        })?;
+    let mut inbound = response.into_inner();
+    let (reader_tx, mut reader_done) = tokio::sync::oneshot::channel::<Result<(), tonic::Status>>();
+    let reader: JoinHandle<()> = {
+        let shared = shared.clone();
+        let events = events.clone();
+        let endpoint = endpoint.to_owned();
+        tokio::spawn(async move {
+            let end = loop {
+                match inbound.message().await {
+                    Ok(Some(m)) => match m.kind {
+                        Some(actuator_message::Kind::Result(r)) => {
+                            results::dispatch_result(&shared, &events, &r)
+                        }
+                        Some(actuator_message::Kind::HelloAck(ack)) => {
+                            tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");
+                        }
+                        None => {}
+                    },
+                    Ok(None) => break Ok(()),
+                    Err(s) => break Err(s),
+                }
+            };
+            let _ = reader_tx.send(end);
+        })
+    };
+    // Abort the reader whatever way this function ends.
+    struct AbortOnDrop(JoinHandle<()>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _reader = AbortOnDrop(reader);
+
+    let snapshot = shared.core.lock().dispatch.snapshot(endpoint);
+    let count = snapshot.len() as u64;
+    for chunk in snapshot.chunks(SNAPSHOT_CHUNK) {
+        tx.send(msg(Kind::Snapshot(Snapshot {
+            nodes: chunk.to_vec(),
+        })))
+        .await
+        .map_err(|_| closed())?;
+    }
+    tx.send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
+        .await
+        .map_err(|_| closed())?;
+    shared.set_stream_ready(endpoint, true);
+    backoff.reset();
+    tracing::info!(%endpoint, epoch, nodes = count, "snapshot sent");
+
+    let mut resync = tokio::time::interval_at(
+        tokio::time::Instant::now() + cfg.resync_interval,
+        cfg.resync_interval,
+    );
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {
+                // Close our side cleanly and give the actuator a moment to finish.
+                drop(tx);
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut reader_done).await;
+                return Ok(Ended::Shutdown);
+            }
+            end = &mut reader_done => {
+                return match end {
+                    Ok(Err(status)) => Err(StreamError::Status { endpoint: endpoint.to_owned(), status }),
+                    _ => Err(closed()),
+                };
+            }
+            _ = resync.tick() => {
+                drop(tx);
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut reader_done).await;
+                return Ok(Ended::Resync);
+            }
+            _ = notify.notified() => {
+                loop {
+                    let batch = shared.core.lock().dispatch.next_deltas(endpoint, DELTA_BATCH);
+                    if batch.is_empty() {
+                        break;
+                    }
+                    for kind in batch {
+                        // Blocks while the peer is slow; meanwhile changes coalesce in the
+                        // dirty set instead of queueing here.
+                        tx.send(msg(kind)).await.map_err(|_| closed())?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The task of one endpoint: stream while leading, reconnect on failure, stop on shutdown.
+async fn endpoint_task(
+    endpoint: String,
+    cfg: StreamConfig,
+    shared: Arc<Shared>,
+    events: mpsc::Sender<NodeEvent>,
+    shutdown: CancellationToken,
+) {
+    let mut leader = shared.leader_rx();
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    loop {
+        let epoch = loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            if let Some(e) = *leader.borrow_and_update() {
+                break e;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = leader.changed() => if r.is_err() { return },
+            }
+        };
+        let result = {
+            let conn = connection(
+                &endpoint,
+                epoch,
+                &cfg,
+                &shared,
+                &events,
+                &mut backoff,
+                &shutdown,
+            );
+            tokio::select! {
+                // A lost or changed leadership stops the stream at once (dropping it).
+                _ = leadership_changed(&mut leader, epoch), if !shutdown.is_cancelled() => None,
+                r = conn => Some(r),
+            }
+        };
+        shared.set_stream_ready(&endpoint, false);
+        match result {
+            None => tracing::info!(%endpoint, "leadership changed; stream stopped"),
+            Some(Ok(Ended::Shutdown)) => return,
+            Some(Ok(Ended::Resync)) => {
+                tracing::debug!(%endpoint, "periodic resync: reopening the stream")
+            }
+            Some(Err(e)) => {
+                shared.metrics.stream_reconnects.inc();
+                let delay = backoff.next_delay(rand::random::<f64>());
+                tracing::warn!(error = %e, retry_in = ?delay, "actuator stream failed");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn leadership_changed(rx: &mut watch::Receiver<Option<u64>>, epoch: u64) {
+    loop {
+        if *rx.borrow_and_update() != Some(epoch) {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            // Sender gone: the instance is shutting down; let shutdown handling win.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Follows the endpoint set: re-routes nodes and starts/stops endpoint tasks.
+pub async fn manager(
+    cfg: StreamConfig,
+    shared: Arc<Shared>,
+    mut endpoints: watch::Receiver<Vec<String>>,
+    events: mpsc::Sender<NodeEvent>,
+    shutdown: CancellationToken,
+) {
+    let mut tasks: HashMap<String, (JoinHandle<()>, CancellationToken)> = HashMap::new();
+    loop {
+        let eps = endpoints.borrow_and_update().clone();
+        if shared.dry_run {
+            tracing::info!(endpoints = ?eps, "dry-run: not connecting to actuators");
+        } else {
+            tasks.retain(|ep, (_, stop)| {
+                let keep = eps.contains(ep);
+                if !keep {
+                    // Removed endpoint: its nodes move elsewhere; stop at once.
+                    stop.cancel();
+                    shared.set_stream_ready(ep, false);
+                }
+                keep
+            });
+            for ep in &eps {
+                // Register the wake-up handle before routing so no wake-up is lost.
+                shared.notify_for(ep);
+                if !tasks.contains_key(ep) {
+                    let stop = shutdown.child_token();
+                    let h = tokio::spawn(endpoint_task(
+                        ep.clone(),
+                        cfg.clone(),
+                        shared.clone(),
+                        events.clone(),
+                        stop.clone(),
+                    ));
+                    tasks.insert(ep.clone(), (h, stop));
+                }
+            }
+        }
+        let touched = shared.core.lock().dispatch.set_endpoints(eps);
+        shared.wake(&touched);
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = endpoints.changed() => if r.is_err() { std::future::pending::<()>().await },
+        }
+    }
+    for (_, (h, _)) in tasks {
+        let _ = h.await;
+    }
+}

@@ -1,0 +1,121 @@
+//! The two kube watches feeding the index: Nodes and `PreemptScheduled` core/v1 Events.
+//!
+//! Both use kube-runtime's `watcher` with `default_backoff()`: errors (closed watches, 410
+//! Expired, API errors) are stream items, logged and polled past; the watcher relists or
+//! re-watches on its own. Objects are read as `DynamicObject` and converted one by one, so a
+//! single malformed object is logged once and skipped instead of failing a whole list page.
+
+use crate::domain::event::EventView;
+use crate::state::Shared;
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Field selector of the event watch.
+pub const EVENT_SELECTOR: &str = "involvedObject.kind=Node,reason=PreemptScheduled";
+
+fn to_node(obj: DynamicObject, warned: &mut HashSet<String>) -> Option<Node> {
+    let key = obj
+        .metadata
+        .uid
+        .clone()
+        .or_else(|| obj.metadata.name.clone())
+        .unwrap_or_default();
+    match serde_json::to_value(&obj).and_then(serde_json::from_value::<Node>) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            if warned.insert(key) {
+                tracing::warn!(node = ?obj.metadata.name, error = %e, "malformed Node skipped");
+            }
+            None
+        }
+    }
+}
+
+/// Runs the Node watch until shutdown.
+pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: CancellationToken) {
+    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<Node>(&()));
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut buffer: Vec<Node> = Vec::new();
+    let mut warned = HashSet::new();
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { return };
+        let now = Timestamp::now();
+        match item {
+            Ok(Event::Init) => buffer.clear(),
+            Ok(Event::InitApply(obj)) => buffer.extend(to_node(obj, &mut warned)),
+            Ok(Event::InitDone) => {
+                let out = shared.core.lock().index.reset(&buffer, now);
+                tracing::debug!(
+                    nodes = buffer.len(),
+                    changes = out.changes.len(),
+                    "node list synced"
+                );
+                buffer = Vec::new();
+                shared.absorb(out, now);
+                shared.set_nodes_synced();
+            }
+            Ok(Event::Apply(obj)) => {
+                if let Some(node) = to_node(obj, &mut warned) {
+                    let out = shared.core.lock().index.apply(&node, now);
+                    shared.absorb(out, now);
+                }
+            }
+            Ok(Event::Delete(obj)) => {
+                if let Some(node) = to_node(obj, &mut warned) {
+                    let out = shared.core.lock().index.delete(&node);
+                    shared.absorb(out, now);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "node watch error; the watcher recovers on its own")
+            }
+        }
+    }
+}
+
+/// Runs the `PreemptScheduled` event watch until shutdown.
+pub async fn events(client: kube::Client, shared: Arc<Shared>, shutdown: CancellationToken) {
+    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<CoreEvent>(&()));
+    let cfg = watcher::Config::default().fields(EVENT_SELECTOR);
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { return };
+        let now = Timestamp::now();
+        let obj = match item {
+            Ok(Event::InitApply(obj) | Event::Apply(obj)) => obj,
+            Ok(Event::InitDone) => {
+                shared.set_events_synced();
+                continue;
+            }
+            // Notices never un-happen: deletions (TTL) and relists change nothing.
+            Ok(Event::Init | Event::Delete(_)) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "event watch error; the watcher recovers on its own");
+                continue;
+            }
+        };
+        let view = match serde_json::to_value(&obj) {
+            Ok(v) => EventView::from_json(&v),
+            Err(_) => continue,
+        };
+        let out = shared.core.lock().index.apply_event(&view, now);
+        shared.absorb(out, now);
+    }
+}
