@@ -302,9 +302,11 @@ impl Writer {
                 }
                 Err(WriteError::Arm(e)) => {
                     let retry = e.retryable();
+                    // Never sooner than the backoff step: a `Retry-After: 0` must not spin.
                     let wait = e
                         .retry_after()
-                        .unwrap_or_else(|| self.backoff.next_delay(jitter()));
+                        .unwrap_or_default()
+                        .max(self.backoff.next_delay(jitter()));
                     if !retry || self.backoff.attempts() >= 3 {
                         for (tp, tv) in &changed {
                             self.store.fail(&tp.key, tv.version, e.to_string(), retry);
@@ -421,14 +423,16 @@ impl Writer {
             return Ok(());
         };
         let deadline = Instant::now() + self.cfg.op_deadline;
-        let mut wait = acc.retry_after.unwrap_or(self.cfg.poll_default);
+        // A floor keeps a `Retry-After: 0` from turning into a hot loop.
+        let floor = Duration::from_millis(50);
+        let mut wait = acc.retry_after.unwrap_or(self.cfg.poll_default).max(floor);
         let mut errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
         loop {
             tokio::time::sleep(wait).await;
             match self.arm.poll(&url).await {
                 Ok(OpStatus::Succeeded) => return Ok(()),
                 Ok(OpStatus::InProgress { retry_after }) => {
-                    wait = retry_after.unwrap_or(self.cfg.poll_default)
+                    wait = retry_after.unwrap_or(self.cfg.poll_default).max(floor)
                 }
                 Ok(OpStatus::Ended {
                     status,
@@ -452,7 +456,8 @@ impl Writer {
                 Err(e) if e.retryable() => {
                     wait = e
                         .retry_after()
-                        .unwrap_or_else(|| errors.next_delay(jitter()))
+                        .unwrap_or_default()
+                        .max(errors.next_delay(jitter()))
                 }
                 Err(e) => return Err(WriteError::Arm(e)),
             }

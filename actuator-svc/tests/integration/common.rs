@@ -1,0 +1,259 @@
+//! Shared harness: an in-process arm-sim seeded from the AKS fixture, an in-process actuator
+//! pointed at it, a real tonic client, and polling helpers (no fixed sleeps).
+
+#![allow(dead_code)]
+
+use actuator_svc::config::azure_json::EnvOverrides;
+use actuator_svc::config::cli::Args;
+use actuator_svc::runtime::{self, Running};
+use aks_fixture::{Cluster, Node};
+use arm_sim::faults::{Latencies, Tuning};
+use arm_sim::{ArmSim, ArmSimOptions};
+use clap::Parser;
+use cutover_proto::v1::actuator_client::ActuatorClient;
+use cutover_proto::v1::*;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tonic::transport::Channel;
+
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Fast simulator: millisecond latencies, short operations, `Retry-After: 0`.
+pub fn fast_tuning() -> Tuning {
+    Tuning {
+        latency_ms: Latencies {
+            get: 2,
+            put: 5,
+            delete: 5,
+            list: 2,
+            poll: 1,
+            token: 1,
+        },
+        completion_delay_ms: 150,
+        retry_after_secs: 0,
+        lock_retry_after_secs: 0,
+        ..Tuning::default()
+    }
+}
+
+pub async fn start_sim(preset: &str) -> (ArmSim, Cluster) {
+    let mut opts = ArmSimOptions::preset(preset).expect("preset");
+    opts.tuning = fast_tuning();
+    let sim = ArmSim::start(opts).await.expect("arm-sim starts");
+    (sim, aks_fixture::preset(preset).unwrap())
+}
+
+pub fn write_config(dir: &Path, cluster: &Cluster) -> PathBuf {
+    let path = dir.join("azure.json");
+    std::fs::write(&path, cluster.azure_json().to_string()).unwrap();
+    path
+}
+
+pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
+    [
+        "actuator-svc",
+        "--cloud-config",
+        config.to_str().unwrap(),
+        "--arm-endpoint",
+        sim.url(),
+        "--aad-authority",
+        sim.url(),
+        "--grpc-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--poll-interval",
+        "50ms",
+        "--self-heal-interval",
+        "1h",
+        "--shutdown-grace",
+        "10s",
+        "--identity",
+        "test-actuator",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+pub struct Actuator {
+    pub running: Running,
+    pub client: ActuatorClient<Channel>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Actuator {
+    pub fn admin_url(&self, path: &str) -> (std::net::SocketAddr, String) {
+        (self.running.admin_addr, path.to_string())
+    }
+}
+
+/// Starts an actuator against `sim` with extra flags, and waits until it is ready.
+pub async fn start_actuator(sim: &ArmSim, cluster: &Cluster, extra: &[&str]) -> Actuator {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), cluster);
+    let mut args = base_args(sim, &config);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let running = runtime::start(Args::try_parse_from(args).unwrap(), EnvOverrides::default())
+        .await
+        .expect("actuator starts");
+    let admin = running.admin_addr;
+    wait_until("actuator ready", || async move {
+        http_get(admin, "/ready").await.0 == 200
+    })
+    .await;
+    let client = ActuatorClient::connect(format!("http://{}", running.grpc_addr))
+        .await
+        .unwrap();
+    Actuator {
+        running,
+        client,
+        dir,
+    }
+}
+
+/// Polls `cond` until true, failing after [`WAIT`].
+pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if cond().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A minimal HTTP/1.0 GET: (status, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return (0, String::new());
+    };
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return (0, String::new());
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+pub fn node_ref(n: &Node) -> NodeRef {
+    NodeRef {
+        name: n.name.clone(),
+        uid: n.uid.clone(),
+        provider_id: n.provider_id.clone(),
+        internal_ips: vec![n.ipv4.to_string(), n.ipv6.to_string()],
+        zone: n.zone.clone(),
+    }
+}
+
+pub fn desired(n: &Node, state: AdminState, epoch: u64, seq: u64) -> NodeDesiredState {
+    NodeDesiredState {
+        node: Some(node_ref(n)),
+        desired: state as i32,
+        reasons: if state == AdminState::Down {
+            vec!["node.kubernetes.io/out-of-service".into()]
+        } else {
+            vec![]
+        },
+        version: Some(Version { epoch, seq }),
+        ..Default::default()
+    }
+}
+
+pub fn set_req(n: &Node, state: AdminState, wait: WaitFor) -> SetNodeAdminStateRequest {
+    SetNodeAdminStateRequest {
+        node: Some(node_ref(n)),
+        admin_state: state as i32,
+        reason: "test".into(),
+        wait: wait as i32,
+        wait_timeout: Some(prost_types::Duration {
+            seconds: 30,
+            nanos: 0,
+        }),
+    }
+}
+
+/// The effective admin state of every entry of `node` across the cluster's pools (skipping
+/// outbound-only pools), as the simulator holds it: (lb, pool, state).
+pub fn sim_states(sim: &ArmSim, cluster: &Cluster, node: &Node) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (lb, pool) in cluster.pools_of(&node.name) {
+        if pool.outbound_only {
+            continue;
+        }
+        let snap = sim.pool(&lb.name, &pool.name).expect("pool exists");
+        let v4 = node.ipv4.to_string();
+        let v6 = node.ipv6.to_string();
+        let ipc = node
+            .ip_configuration_id(
+                &cluster.subscription_id,
+                &cluster.resource_group,
+                pool.family,
+            )
+            .to_ascii_lowercase();
+        for e in &snap.entries {
+            let mine = e
+                .ip_address
+                .as_deref()
+                .is_some_and(|ip| ip == v4 || ip == v6)
+                || e.nic_ip_configuration
+                    .as_deref()
+                    .is_some_and(|id| id.to_ascii_lowercase() == ipc);
+            if mine {
+                out.push((
+                    lb.name.clone(),
+                    pool.name.clone(),
+                    format!("{:?}", e.effective),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// True when every entry of `node` is effectively `state` ("Down"/"None").
+pub fn all_are(sim: &ArmSim, cluster: &Cluster, node: &Node, state: &str) -> bool {
+    let s = sim_states(sim, cluster, node);
+    !s.is_empty() && s.iter().all(|(_, _, st)| st == state)
+}
+
+/// Number of write requests (PUT) the simulator served for `lb` so far.
+pub fn puts(sim: &ArmSim, lb: &str) -> usize {
+    let needle = format!("/loadbalancers/{}", lb.to_ascii_lowercase());
+    sim.requests()
+        .iter()
+        .filter(|r| r.method == "PUT")
+        .filter(|r| {
+            let p = r.path.to_ascii_lowercase();
+            p.ends_with(&needle) || p.contains(&format!("{needle}/"))
+        })
+        .count()
+}
+
+pub fn phase(r: &NodeResult) -> ResultPhase {
+    ResultPhase::try_from(r.phase).unwrap()
+}
