@@ -4,6 +4,8 @@
 //! | request | effect |
 //! |---|---|
 //! | `POST /_sim/watches/close` | end every open watch cleanly (clients re-watch from their RV) |
+//! | `POST /_sim/watches/pause` | hold new watch requests (open watches continue) |
+//! | `POST /_sim/watches/resume` | serve held and new watch requests |
 //! | `POST /_sim/compact` | forget history: older RVs give 410 on watch, exact list and continue |
 //! | `PUT /_sim/latency` `{"ms": 250}` | delay every Kubernetes request |
 //! | `POST /_sim/fail` `{"status": 503, "count": 3, "pathPrefix": "/api/v1/nodes", "verb": "GET"}` | fail the next N matching requests (`verb`: an HTTP method, `WATCH` or `LIST`) |
@@ -40,6 +42,14 @@ pub fn handle(shared: &Shared, path: &str, req: &Req) -> Response<Body> {
     match (&req.method, path) {
         (&Method::POST, "watches/close") => {
             shared.close_all_watches();
+            ok()
+        }
+        (&Method::POST, "watches/pause") => {
+            shared.watches_paused.send_replace(true);
+            ok()
+        }
+        (&Method::POST, "watches/resume") => {
+            shared.watches_paused.send_replace(false);
             ok()
         }
         (&Method::POST, "compact") => {

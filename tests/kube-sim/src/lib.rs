@@ -149,6 +149,7 @@ impl KubeSim {
             }),
             rv: signal::Sender::new(rv),
             close_watches: signal::Sender::new(0),
+            watches_paused: signal::Sender::new(false),
             faults: Mutex::new(faults::Faults::default()),
             tunables: Tunables {
                 bookmark_interval: options.bookmark_interval,
@@ -183,6 +184,17 @@ impl KubeSim {
     /// Ends every open watch cleanly; clients re-watch from their last RV.
     pub fn close_watches(&self) {
         self.shared.close_all_watches();
+    }
+
+    /// Holds new watch requests until [`KubeSim::resume_watches`] (open watches continue).
+    /// With [`KubeSim::close_watches`] this makes a deterministic watch outage.
+    pub fn pause_watches(&self) {
+        self.shared.watches_paused.send_replace(true);
+    }
+
+    /// Serves held and new watch requests again.
+    pub fn resume_watches(&self) {
+        self.shared.watches_paused.send_replace(false);
     }
 
     /// Forgets history: watches, exact lists and continue tokens from older RVs get 410.
@@ -221,6 +233,7 @@ impl KubeSim {
 
     /// Stops accepting, closes watches and drops open connections.
     pub async fn shutdown(mut self) {
+        self.resume_watches();
         self.shared.close_all_watches();
         self.stop.send_replace(true);
         if let Some(task) = self.task.take() {

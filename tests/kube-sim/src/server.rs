@@ -50,6 +50,8 @@ pub struct Shared {
     pub rv: watch::Sender<u64>,
     /// Bumped to end every open watch.
     pub close_watches: watch::Sender<u64>,
+    /// While true, new watch requests wait before they are served (a watch outage).
+    pub watches_paused: watch::Sender<bool>,
     pub faults: Mutex<Faults>,
     pub tunables: Tunables,
     pub address: SocketAddr,
@@ -191,6 +193,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+    if watch && injected.is_none() {
+        let mut paused = shared.watches_paused.subscribe();
+        // Err only if the sender is gone, i.e. the server is shutting down.
+        let _ = paused.wait_for(|p| !*p).await;
     }
     let resp = match injected {
         Some(e) => error_response(&e),
