@@ -71,6 +71,10 @@ pub struct IndexedEntry {
     pub ip_configuration_id: String,
     pub ip_address: String,
     pub admin: Admin,
+    /// False while the pool's last operation is running or failed (`provisioningState` other
+    /// than `Succeeded`): what the entry says is then a goal, not a fact, and a failed goal
+    /// must be written again.
+    pub settled: bool,
     owner: Owner,
 }
 
@@ -137,6 +141,10 @@ impl PoolIndex {
                 let Some(props) = &pool.properties else {
                     continue;
                 };
+                let settled = raw
+                    .pointer("/properties/provisioningState")
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s.eq_ignore_ascii_case("Succeeded"));
                 for addr in &props.load_balancer_backend_addresses {
                     let Some(p) = &addr.properties else { continue };
                     let ipc = p
@@ -162,6 +170,7 @@ impl PoolIndex {
                         ip_configuration_id: ipc,
                         ip_address: ip,
                         admin: admin_of(&p.admin_state),
+                        settled,
                         owner,
                     });
                 }

@@ -47,17 +47,18 @@ impl LbPlan {
 /// Plans a round on `lb`. Later targets win when two claim the same entry (the caller orders
 /// them by receipt, so the newest instruction stands).
 pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
-    let mut wanted: BTreeMap<(String, String), (Admin, Admin)> = BTreeMap::new();
+    let mut wanted: BTreeMap<(String, String), (bool, Admin)> = BTreeMap::new();
     let mut plans = Vec::with_capacity(targets.len());
     for t in targets {
         let resolved = index.resolve(&t.node, Some(lb));
         let mut already = true;
         let mut entries = Vec::with_capacity(resolved.entries.len());
         for e in resolved.entries {
-            if !reads_as(e.admin, t.desired) {
+            let holds = e.settled && reads_as(e.admin, t.desired);
+            if !holds {
                 already = false;
             }
-            wanted.insert((e.pool.clone(), e.entry.clone()), (e.admin, t.desired));
+            wanted.insert((e.pool.clone(), e.entry.clone()), (holds, t.desired));
             let mut e = e;
             e.admin = t.desired;
             entries.push(e);
@@ -70,8 +71,8 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
         });
     }
     let mut changes: BTreeMap<String, BTreeMap<String, Admin>> = BTreeMap::new();
-    for ((pool, entry), (current, desired)) in wanted {
-        if !reads_as(current, desired) {
+    for ((pool, entry), (holds, desired)) in wanted {
+        if !holds {
             changes.entry(pool).or_default().insert(entry, desired);
         }
     }
@@ -214,6 +215,17 @@ mod tests {
         // Another LB: nothing there.
         let other = plan_lb(&idx, "kubernetes-internal", &[mk_target(1, Admin::Down)]);
         assert!(other.changes.is_empty() && other.targets[0].entries.is_empty());
+    }
+
+    #[test]
+    fn entries_of_a_failed_pool_operation_are_written_again() {
+        let (_, mut lbs) = mk_index();
+        lbs[0].pools[0]["properties"]["provisioningState"] = json!("Failed");
+        let idx = PoolIndex::build(&lbs, NicMap::new());
+        // node3 reads Down, but the operation that set it failed: not a fact yet.
+        let plan = plan_lb(&idx, "kubernetes", &[mk_target(3, Admin::Down)]);
+        assert_eq!(plan.changes.keys().collect::<Vec<_>>(), vec!["kubernetes"]);
+        assert!(!plan.targets[0].already);
     }
 
     #[test]

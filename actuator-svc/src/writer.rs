@@ -307,7 +307,8 @@ impl Writer {
                         .retry_after()
                         .unwrap_or_default()
                         .max(self.backoff.next_delay(jitter()));
-                    if !retry || self.backoff.attempts() >= 3 {
+                    let op_failed = matches!(e, ArmError::Operation { .. });
+                    if !retry || op_failed || self.backoff.attempts() >= 3 {
                         for (tp, tv) in &changed {
                             self.store.fail(&tp.key, tv.version, e.to_string(), retry);
                         }

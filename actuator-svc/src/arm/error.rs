@@ -58,16 +58,9 @@ impl ArmError {
             } => super::retry::is_retryable(*status, code, details),
             ArmError::Transport { .. } | ArmError::Timeout { .. } | ArmError::Token(_) => true,
             ArmError::Decode { .. } => false,
-            ArmError::Operation {
-                status,
-                code,
-                details,
-                ..
-            } => {
-                status.eq_ignore_ascii_case("canceled")
-                    || status.eq_ignore_ascii_case("cancelled")
-                    || super::retry::is_retryable(0, code, details)
-            }
+            // A failed or canceled operation changed nothing and the desired state still
+            // stands, so the write is repeated (with backoff).
+            ArmError::Operation { .. } => true,
         }
     }
 

@@ -41,7 +41,8 @@ pub enum LogFormat {
 #[command(
     name = "actuator-svc",
     version,
-    about = "Writes Azure Load Balancer backend admin states for cutover"
+    about = "Writes Azure Load Balancer backend admin states for cutover",
+    args_override_self = true
 )]
 pub struct Args {
     /// cloud-provider-azure azure.json.

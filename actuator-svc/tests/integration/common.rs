@@ -241,14 +241,19 @@ pub fn all_are(sim: &ArmSim, cluster: &Cluster, node: &Node, state: &str) -> boo
     !s.is_empty() && s.iter().all(|(_, _, st)| st == state)
 }
 
-/// Number of write requests (PUT) the simulator served for `lb` so far.
+/// Number of write requests (PUT) the simulator served for `lb` (the LB or its pools) so far.
 pub fn puts(sim: &ArmSim, lb: &str) -> usize {
     let needle = format!("/loadbalancers/{}", lb.to_ascii_lowercase());
     sim.requests()
         .iter()
         .filter(|r| r.method == "PUT")
         .filter(|r| {
-            let p = r.path.to_ascii_lowercase();
+            let p = r
+                .path
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
             p.ends_with(&needle) || p.contains(&format!("{needle}/"))
         })
         .count()
