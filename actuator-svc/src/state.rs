@@ -378,9 +378,7 @@ impl Store {
                 String::new()
             };
             let elapsed = h.received.elapsed().as_secs_f64();
-            if accepted && h.phase == ResultPhase::Unspecified
-                || accepted && h.phase == ResultPhase::Failed
-            {
+            if accepted && matches!(h.phase, ResultPhase::Unspecified | ResultPhase::Failed) {
                 h.phase = ResultPhase::Accepted;
                 self.metrics.accepted_after(elapsed);
                 emit.push(self.result_of(h, ResultPhase::Accepted, reason.clone(), false));

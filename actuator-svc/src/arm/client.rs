@@ -167,6 +167,8 @@ impl ArmClient {
         )
     }
 
+    // ArmError carries the ARM error body for results; it is built once per failed call.
+    #[allow(clippy::result_large_err)]
     fn url(&self, path: &str) -> Result<Url, ArmError> {
         let mut url = self
             .scope
@@ -280,7 +282,7 @@ impl ArmClient {
     ) -> Result<Answer, ArmError> {
         self.wait_budget(class).await;
         let token = self.token().await?;
-        let mut req = Request::new(url.clone(), method.clone());
+        let mut req = Request::new(url.clone(), *method);
         req.insert_header("authorization", format!("Bearer {token}"));
         req.insert_header("accept", "application/json");
         if let Some(etag) = if_match {
@@ -341,6 +343,7 @@ impl ArmClient {
         Ok(answer)
     }
 
+    #[allow(clippy::result_large_err)]
     fn json(op: &'static str, a: &Answer, resource: &str) -> Result<Value, ArmError> {
         serde_json::from_slice(&a.body).map_err(|e| ArmError::Decode {
             op,

@@ -139,7 +139,8 @@ mod tests {
 
     #[test]
     fn every_broken_field_is_named() {
-        let cases: Vec<(Box<dyn Fn(&mut NodeDesiredState)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut NodeDesiredState)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|d| d.node = None), "delta.node: required"),
             (
                 Box::new(|d| d.node.as_mut().unwrap().name.clear()),

@@ -1,5 +1,8 @@
 //! actuator-svc against arm-sim, in process, through a real tonic client.
 
+// Tests may unwrap (clippy.toml); this covers the shared helpers outside `#[test]` functions.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 mod faults;
 mod rpc;
