@@ -51,7 +51,10 @@ pub fn build_all() -> anyhow::Result<()> {
 pub fn path(bin: &str) -> anyhow::Result<PathBuf> {
     let path = profile_dir()?.join(bin);
     if !path.exists() {
-        bail!("{} is missing: build it with `cargo build -p {bin}`", path.display());
+        bail!(
+            "{} is missing: build it with `cargo build -p {bin}`",
+            path.display()
+        );
     }
     Ok(path)
 }

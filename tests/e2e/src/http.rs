@@ -37,12 +37,10 @@ pub async fn get_text(url: &str) -> Option<String> {
 
 /// The value of one Prometheus sample (`name{labels}` exactly as exposed, or a bare name).
 pub fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok()).flatten()
-        })
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok()).flatten()
+    })
 }
 
 #[cfg(test)]

@@ -37,7 +37,11 @@ pub struct Change {
 pub type EntryKey = (String, String, String);
 
 fn key(lb: &str, pool: &str, target: &str) -> EntryKey {
-    (lb.to_string(), pool.to_string(), target.to_ascii_lowercase())
+    (
+        lb.to_string(),
+        pool.to_string(),
+        target.to_ascii_lowercase(),
+    )
 }
 
 /// Every entry of `node` in pools where admin state applies (not outbound-only pools).
@@ -129,13 +133,19 @@ pub fn transitions(log: &[Change]) -> Vec<Change> {
     out
 }
 
-/// Entries that changed more than once after `since` (a transition must change each entry at
-/// most once), plus any change to an outbound-only pool.
-pub fn flaps(cluster: &Cluster, log: &[Change], since: jiff::Timestamp) -> Vec<String> {
+/// Entries that changed more than once in `[since, until)` (a transition must change each
+/// entry at most once), plus any change to an outbound-only pool.
+pub fn flaps(
+    cluster: &Cluster,
+    log: &[Change],
+    since: jiff::Timestamp,
+    until: Option<jiff::Timestamp>,
+) -> Vec<String> {
     let mut counts: BTreeMap<EntryKey, usize> = BTreeMap::new();
     let frozen = untouchable(cluster);
     let mut problems = Vec::new();
-    for c in transitions(log).into_iter().filter(|c| c.time >= since) {
+    let in_window = |c: &Change| c.time >= since && until.is_none_or(|u| c.time < u);
+    for c in transitions(log).into_iter().filter(in_window) {
         if frozen.contains(&(c.lb.clone(), c.pool.clone())) {
             problems.push(format!("{}/{} is outbound-only but changed", c.lb, c.pool));
         }
@@ -193,8 +203,17 @@ mod tests {
         let mut out = Vec::new();
         for n in &cluster.nodes {
             for (lb, pool, target) in node_entries(cluster, &n.name) {
-                let state = if down.contains(&n.name.as_str()) { State::Down } else { State::None };
-                out.push(EntryView { lb, pool, target, state });
+                let state = if down.contains(&n.name.as_str()) {
+                    State::Down
+                } else {
+                    State::None
+                };
+                out.push(EntryView {
+                    lb,
+                    pool,
+                    target,
+                    state,
+                });
             }
         }
         out
@@ -205,9 +224,17 @@ mod tests {
         let c = aks_fixture::preset("aks").unwrap();
         let entries = node_entries(&c, &c.nodes[0].name);
         assert_eq!(entries.len(), 4);
-        assert!(entries.iter().any(|e| e.2.ends_with("/ipconfigurations/ipconfigv6")));
+        assert!(
+            entries
+                .iter()
+                .any(|e| e.2.ends_with("/ipconfigurations/ipconfigv6"))
+        );
         let ip = aks_fixture::preset("aks-ip").unwrap();
-        assert!(node_entries(&ip, &ip.nodes[0].name).iter().any(|e| e.2 == ip.nodes[0].ipv6.to_string()));
+        assert!(
+            node_entries(&ip, &ip.nodes[0].name)
+                .iter()
+                .any(|e| e.2 == ip.nodes[0].ipv6.to_string())
+        );
     }
 
     #[test]
@@ -232,7 +259,13 @@ mod tests {
         let log: Vec<Change> = node_entries(&c, &n)
             .into_iter()
             .enumerate()
-            .map(|(i, (lb, pool, target))| Change { time: at(100 * i as i64 + 500), lb, pool, target, state: State::Down })
+            .map(|(i, (lb, pool, target))| Change {
+                time: at(100 * i as i64 + 500),
+                lb,
+                pool,
+                target,
+                state: State::Down,
+            })
             .collect();
         let t = time_to_effective(&c, &log, &n, State::Down, at(0)).unwrap();
         assert_eq!(t.as_millis(), 800);
@@ -244,12 +277,23 @@ mod tests {
     fn a_down_none_down_sequence_is_a_flap_but_repeats_are_not() {
         let c = aks_fixture::preset("aks").unwrap();
         let (lb, pool, target) = node_entries(&c, &c.nodes[0].name).remove(0);
-        let change = |ms, state| Change { time: at(ms), lb: lb.clone(), pool: pool.clone(), target: target.clone(), state };
+        let change = |ms, state| Change {
+            time: at(ms),
+            lb: lb.clone(),
+            pool: pool.clone(),
+            target: target.clone(),
+            state,
+        };
         let steady = vec![change(1, State::Down), change(2, State::Down)];
-        assert!(flaps(&c, &steady, at(0)).is_empty());
-        let flapping = vec![change(1, State::Down), change(2, State::None), change(3, State::Down)];
-        assert_eq!(flaps(&c, &flapping, at(0)).len(), 1);
+        assert!(flaps(&c, &steady, at(0), None).is_empty());
+        let flapping = vec![
+            change(1, State::Down),
+            change(2, State::None),
+            change(3, State::Down),
+        ];
+        assert_eq!(flaps(&c, &flapping, at(0), None).len(), 1);
         // Only changes after `since` count.
-        assert!(flaps(&c, &flapping, at(3)).is_empty());
+        assert!(flaps(&c, &flapping, at(3), None).is_empty());
+        assert!(flaps(&c, &flapping, at(0), Some(at(2))).is_empty());
     }
 }

@@ -123,9 +123,19 @@ impl Cluster {
     /// Records a `PreemptScheduled` Warning the way AKS node-problem-detector does (core/v1,
     /// namespace default, involvedObject without uid), with a notice `seconds_ahead` in the future.
     pub async fn preempt_event(&self, node: &str, seconds_ahead: i64) -> anyhow::Result<String> {
-        let now = jiff::Timestamp::now();
-        let not_before = now + jiff::SignedDuration::from_secs(seconds_ahead);
+        let not_before = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds_ahead);
         let rfc1123 = not_before.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        self.record_preempt(
+            node,
+            format!(
+                "Scheduled: {rfc1123}. DurationInSeconds: -1. Virtual machine is going to be preempted. For more information, see https://aka.ms/aks/scheduledevents."
+            ),
+        )
+        .await
+    }
+
+    async fn record_preempt(&self, node: &str, message: String) -> anyhow::Result<String> {
+        let now = jiff::Timestamp::now();
         let name = format!("{node}.{:x}", now.as_nanosecond());
         let event = Event {
             metadata: ObjectMeta {
@@ -141,9 +151,7 @@ impl Cluster {
             },
             reason: Some("PreemptScheduled".into()),
             type_: Some("Warning".into()),
-            message: Some(format!(
-                "Scheduled: {rfc1123}. DurationInSeconds: -1. Virtual machine is going to be preempted. For more information, see https://aka.ms/aks/scheduledevents."
-            )),
+            message: Some(message),
             source: Some(k8s_openapi::api::core::v1::EventSource {
                 component: Some(
                     "custom-scheduledevents-consolidated-preempt-plugin-monitor".into(),
@@ -157,6 +165,30 @@ impl Cluster {
         };
         self.events.create(&PostParams::default(), &event).await?;
         Ok(name)
+    }
+
+    /// The same reason emitted for an IMDS failure, which is no notice at all.
+    pub async fn imds_failure_event(&self, node: &str) -> anyhow::Result<()> {
+        self.record_preempt(
+            node,
+            "IMDS query failed, exit code: 28\nConnection timed out after 24 seconds.".into(),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The node's taints.
+    pub async fn taints(
+        &self,
+        node: &str,
+    ) -> anyhow::Result<Vec<k8s_openapi::api::core::v1::Taint>> {
+        Ok(self
+            .nodes
+            .get(node)
+            .await?
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default())
     }
 
     /// The recorder's aggregation of a repeat: bump `count` and `lastTimestamp`.

@@ -14,4 +14,8 @@ pub mod judge;
 pub mod kube_ops;
 pub mod observe;
 pub mod procs;
+pub mod report;
+pub mod results;
+pub mod sandbox;
+pub mod scenarios;
 pub mod stack;

@@ -99,10 +99,17 @@ impl Proc {
                 .await
                 .with_context(|| format!("{} printed nothing within 60 s", spec.name))??;
             let Some(first) = first else {
-                bail!("{} exited before it printed its address; see {}", spec.name, log.display());
+                bail!(
+                    "{} exited before it printed its address; see {}",
+                    spec.name,
+                    log.display()
+                );
             };
             let Some(addr) = first.strip_prefix("listening on ") else {
-                bail!("{} printed {first:?} instead of `listening on http://ADDR`", spec.name);
+                bail!(
+                    "{} printed {first:?} instead of `listening on http://ADDR`",
+                    spec.name
+                );
             };
             url = Some(addr.trim().to_string());
             // Keep draining stdout into the log so the child never blocks on a full pipe.

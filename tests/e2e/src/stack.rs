@@ -2,9 +2,9 @@
 //! `aks-fixture` cluster, and the two services as real child processes pointed at them with
 //! mutual TLS between them, exactly as the deploy manifests wire them.
 
+use crate::bins;
 use crate::certs::{self, Pki};
 use crate::procs::{Proc, Spec};
-use crate::bins;
 use anyhow::{Context, bail};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -114,7 +114,10 @@ impl Stack {
         arm_options.tuning = options.arm_tuning.clone();
         let arm = arm_sim::ArmSim::start(arm_options).await?;
         let azure_json = options.run_dir.join("azure.json");
-        std::fs::write(&azure_json, serde_json::to_vec_pretty(&cluster.azure_json())?)?;
+        std::fs::write(
+            &azure_json,
+            serde_json::to_vec_pretty(&cluster.azure_json())?,
+        )?;
         let pki = certs::generate(&options.run_dir.join("pki"))?;
 
         let mut stack = Stack {
@@ -187,7 +190,10 @@ impl Stack {
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg("--namespace=cutover")
             .arg(format!("--identity={name}"))
-            .arg(format!("--lease-duration={}s", self.options.lease_duration_secs))
+            .arg(format!(
+                "--lease-duration={}s",
+                self.options.lease_duration_secs
+            ))
             .arg(format!("--actuator-endpoints={}", endpoints.join(",")))
             .arg(format!("--tls-ca={}", p.ca.display()))
             .arg(format!("--tls-cert={}", p.signal.cert.display()))
@@ -214,13 +220,21 @@ impl Stack {
             };
             loop {
                 if !proc.is_running() {
-                    bail!("{} exited during start-up:\n{}", service.name, proc.log_tail(30));
+                    bail!(
+                        "{} exited during start-up:\n{}",
+                        service.name,
+                        proc.log_tail(30)
+                    );
                 }
                 if crate::http::get_status(&ready_url).await == Some(200) {
                     break;
                 }
                 if Instant::now() > deadline {
-                    bail!("{} not ready after {timeout:?}:\n{}", service.name, proc.log_tail(30));
+                    bail!(
+                        "{} not ready after {timeout:?}:\n{}",
+                        service.name,
+                        proc.log_tail(30)
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

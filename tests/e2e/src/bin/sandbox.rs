@@ -1,1 +1,222 @@
-fn main() {}
+//! `sandbox`: the whole of cutover on this machine, in minutes.
+//!
+//! `sandbox` (or `sandbox run`) starts the Kubernetes and ARM simulators with an AKS-like
+//! cluster, starts two actuator-svc and two signal-svc processes against them, plays the user
+//! scenarios and prints what happened and a summary table; it exits non-zero if any scenario
+//! ends wrong. `sandbox serve` keeps everything up for `kubectl` and `cutoverctl`.
+
+use clap::{Parser, Subcommand};
+use cutover_e2e::report;
+use cutover_e2e::sandbox::Sandbox;
+use cutover_e2e::scenarios::{Scenario, play};
+use cutover_e2e::stack::StackOptions;
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sandbox",
+    about = "Run cutover against simulated Kubernetes and Azure"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 240, global = true)]
+    nodes: usize,
+    /// Where logs, certificates, kubeconfig and azure.json go (default: target/sandbox/<time>).
+    #[arg(long, global = true)]
+    run_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Play every scenario and print the results (the default).
+    Run {
+        /// Nodes in the upgrade wave.
+        #[arg(long, default_value_t = 200)]
+        wave: usize,
+        /// Presets to play: the first gets every scenario, the others a short round.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "aks,aks-ip,aks-multi-slb"
+        )]
+        presets: Vec<String>,
+    },
+    /// Start everything and keep it up until Ctrl-C.
+    Serve {
+        #[arg(long, default_value = "aks")]
+        preset: String,
+    },
+}
+
+fn run_dir(cli: &Cli) -> PathBuf {
+    cli.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("target/sandbox").join(
+            jiff::Timestamp::now()
+                .strftime("%Y%m%dT%H%M%SZ")
+                .to_string(),
+        )
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let dir = run_dir(&cli);
+    let result = match &cli.command {
+        None => {
+            run(
+                &dir,
+                cli.nodes,
+                200,
+                &["aks".into(), "aks-ip".into(), "aks-multi-slb".into()],
+            )
+            .await
+        }
+        Some(Command::Run { wave, presets }) => run(&dir, cli.nodes, *wave, presets).await,
+        Some(Command::Serve { preset }) => serve(&dir, cli.nodes, preset).await,
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("sandbox: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(
+    dir: &std::path::Path,
+    nodes: usize,
+    wave: usize,
+    presets: &[String],
+) -> anyhow::Result<bool> {
+    let mut all_ok = true;
+    let mut summaries = Vec::new();
+    for (i, preset) in presets.iter().enumerate() {
+        let scenarios: Vec<Scenario> = if i == 0 {
+            Scenario::ALL.to_vec()
+        } else {
+            vec![
+                Scenario::OutOfService,
+                Scenario::SpotNotice,
+                Scenario::OutsideWriter,
+            ]
+        };
+        let size = if i == 0 { nodes } else { 24 };
+        println!(
+            "== {preset}: {size} nodes, 2 signal-svc, 2 actuator-svc; logs in {}",
+            dir.join(preset).display()
+        );
+        let started = std::time::Instant::now();
+        let mut sb =
+            Sandbox::start(StackOptions::realistic(preset, size, dir.join(preset))).await?;
+        println!(
+            "   up and ready in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let mut outcomes = Vec::new();
+        for (n, scenario) in scenarios.iter().enumerate() {
+            print!("[{}/{}] {} ... ", n + 1, scenarios.len(), scenario.name());
+            let _ = std::io::stdout().flush();
+            let outcome = play(&mut sb, *scenario, wave).await;
+            println!(
+                "{} ({:.1} s)",
+                if outcome.passed() { "ok" } else { "FAILED" },
+                outcome.duration.as_secs_f64()
+            );
+            for line in &outcome.lines {
+                println!("{line}");
+            }
+            for problem in &outcome.problems {
+                println!("  PROBLEM: {problem}");
+            }
+            outcomes.push(outcome);
+        }
+        sb.stack.stop().await;
+        let text = report::summary(preset, &outcomes);
+        all_ok &= outcomes.iter().all(|o| o.passed());
+        summaries.push(text);
+    }
+    println!();
+    for s in summaries {
+        println!("{s}");
+    }
+    Ok(all_ok)
+}
+
+async fn serve(dir: &std::path::Path, nodes: usize, preset: &str) -> anyhow::Result<bool> {
+    let mut sb = Sandbox::start(StackOptions::realistic(preset, nodes, dir.to_path_buf())).await?;
+    let stack = &sb.stack;
+    let abs = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let endpoints = json!({
+        "kubeApi": stack.kube.url(),
+        "kubeconfig": abs(&stack.kubeconfig),
+        "armEndpoint": stack.arm.url(),
+        "aadAuthority": stack.arm.url(),
+        "azureJson": abs(&stack.azure_json),
+        "actuators": stack.actuators.iter().map(|a| json!({
+            "name": a.name,
+            "grpc": format!("https://127.0.0.1:{}", a.grpc_port.unwrap_or_default()),
+            "admin": a.admin_url(),
+        })).collect::<Vec<_>>(),
+        "signals": stack.signals.iter().map(|s| json!({"name": s.name, "admin": s.admin_url()})).collect::<Vec<_>>(),
+        "tls": {
+            "ca": abs(&stack.pki.ca),
+            "toolCert": abs(&stack.pki.tool.cert),
+            "toolKey": abs(&stack.pki.tool.key),
+            "serverName": cutover_e2e::certs::ACTUATOR_NAME,
+        },
+        "logs": abs(dir),
+    });
+    let file = dir.join("endpoints.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&endpoints)?)?;
+    let first = stack
+        .cluster
+        .nodes
+        .iter()
+        .find(|n| n.pool == "userpool")
+        .map(|n| n.name.clone())
+        .unwrap_or_default();
+    let grpc = stack
+        .actuators
+        .first()
+        .and_then(|a| a.grpc_port)
+        .unwrap_or_default();
+    println!(
+        "cutover sandbox is up ({preset}, {nodes} nodes). Endpoints: {}",
+        abs(&file).display()
+    );
+    println!();
+    println!("  export KUBECONFIG={}", abs(&stack.kubeconfig).display());
+    println!("  kubectl get nodes");
+    println!("  kubectl taint nodes {first} node.kubernetes.io/out-of-service=:NoExecute");
+    println!();
+    println!(
+        "  export CUTOVER_ENDPOINT=https://127.0.0.1:{grpc} CUTOVER_TLS_CA={} \\",
+        abs(&stack.pki.ca).display()
+    );
+    println!(
+        "         CUTOVER_TLS_CERT={} CUTOVER_TLS_KEY={} \\",
+        abs(&stack.pki.tool.cert).display(),
+        abs(&stack.pki.tool.key).display()
+    );
+    println!(
+        "         CUTOVER_TLS_SERVER_NAME={}",
+        cutover_e2e::certs::ACTUATOR_NAME
+    );
+    println!("  cargo run -q --release --bin cutoverctl -- get {first} --fresh");
+    println!("  cargo run -q --release --bin cutoverctl -- watch");
+    println!();
+    println!("  kubectl taint nodes {first} node.kubernetes.io/out-of-service-");
+    println!();
+    println!("Ctrl-C stops everything.");
+    tokio::signal::ctrl_c().await?;
+    sb.stack.stop().await;
+    Ok(true)
+}

@@ -1,0 +1,490 @@
+//! The user scenarios the sandbox plays and the whole-system tests assert. Each acts through
+//! the Kubernetes API (or kills a process, or injects an ARM fault), waits for the outcome on
+//! the ARM side, and records latencies, ARM calls and any problem with the end state.
+
+use crate::judge::State;
+use crate::kube_ops::{OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
+use crate::sandbox::{Outcome, Sandbox, ms};
+use crate::stack::Stack;
+use cutover_proto::v1::AdminState;
+use k8s_openapi::api::coordination::v1::Lease;
+use std::time::{Duration, Instant};
+
+/// Every scenario, in the order the sandbox plays them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    OutOfService,
+    Shutdown,
+    SpotNotice,
+    Cordon,
+    RecreatedNode,
+    UpgradeWave,
+    ThrottlingStorm,
+    SignalLeaderKill,
+    ActuatorKill,
+    OutsideWriter,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 10] = [
+        Scenario::OutOfService,
+        Scenario::Shutdown,
+        Scenario::SpotNotice,
+        Scenario::Cordon,
+        Scenario::RecreatedNode,
+        Scenario::UpgradeWave,
+        Scenario::ThrottlingStorm,
+        Scenario::SignalLeaderKill,
+        Scenario::ActuatorKill,
+        Scenario::OutsideWriter,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::OutOfService => "out-of-service taint",
+            Scenario::Shutdown => "shutdown taint",
+            Scenario::SpotNotice => "Spot PreemptScheduled (+repeats, +IMDS noise)",
+            Scenario::Cordon => "cordon (must change nothing)",
+            Scenario::RecreatedNode => "node recreated under the same name",
+            Scenario::UpgradeWave => "upgrade wave",
+            Scenario::ThrottlingStorm => "ARM throttling storm",
+            Scenario::SignalLeaderKill => "signal-svc leader killed",
+            Scenario::ActuatorKill => "actuator killed",
+            Scenario::OutsideWriter => "outside writer resets an entry",
+        }
+    }
+}
+
+/// How long any single wait may take before the scenario fails.
+const WAIT: Duration = Duration::from_secs(90);
+
+/// Plays one scenario. `wave` is the node count of the upgrade wave.
+pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome {
+    let started = Instant::now();
+    let since = jiff::Timestamp::now();
+    let mut outcome = Outcome {
+        name: scenario.name().to_string(),
+        ..Default::default()
+    };
+    let mut windows = Vec::new();
+    let result = match scenario {
+        Scenario::OutOfService => {
+            taint_cycle(
+                sb,
+                &mut outcome,
+                &mut windows,
+                "userpool",
+                OUT_OF_SERVICE,
+                None,
+                "NoExecute",
+            )
+            .await
+        }
+        Scenario::Shutdown => {
+            taint_cycle(
+                sb,
+                &mut outcome,
+                &mut windows,
+                "userpool",
+                SHUTDOWN,
+                None,
+                "NoSchedule",
+            )
+            .await
+        }
+        Scenario::SpotNotice => spot_notice(sb, &mut outcome, &mut windows).await,
+        Scenario::Cordon => cordon(sb, &mut outcome).await,
+        Scenario::RecreatedNode => recreated(sb, &mut outcome, &mut windows).await,
+        Scenario::UpgradeWave => upgrade_wave(sb, &mut outcome, &mut windows, wave).await,
+        Scenario::ThrottlingStorm => throttling_storm(sb, &mut outcome, &mut windows).await,
+        Scenario::SignalLeaderKill => leader_kill(sb, &mut outcome, &mut windows).await,
+        Scenario::ActuatorKill => actuator_kill(sb, &mut outcome, &mut windows).await,
+        Scenario::OutsideWriter => outside_writer(sb, &mut outcome, &mut windows).await,
+    };
+    if let Err(e) = result {
+        outcome.problems.push(format!("{e:#}"));
+    }
+    sb.finish(&mut outcome, since, &windows);
+    outcome.duration = started.elapsed();
+    outcome
+}
+
+/// Taints `nodes`, waits for Down everywhere, records the cut latencies.
+async fn cut(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    nodes: &[String],
+    key: &str,
+    value: Option<&str>,
+    effect: &str,
+) -> anyhow::Result<jiff::Timestamp> {
+    let t0 = jiff::Timestamp::now();
+    for n in nodes {
+        sb.ops.taint(n, key, value, effect).await?;
+        sb.down.insert(n.clone());
+    }
+    let done = sb
+        .wait_state(nodes, State::Down, t0, WAIT)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    outcome.cut_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    if nodes.len() <= 4 {
+        for n in nodes {
+            outcome.lines.push(sb.node_line(n, AdminState::Down, t0));
+        }
+    }
+    Ok(t0)
+}
+
+/// Removes the taint from `nodes`, waits for None everywhere, records restore latencies.
+async fn restore(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    nodes: &[String],
+    key: &str,
+) -> anyhow::Result<jiff::Timestamp> {
+    let t0 = jiff::Timestamp::now();
+    for n in nodes {
+        sb.ops.untaint(n, key).await?;
+        sb.down.remove(n);
+    }
+    let done = sb
+        .wait_state(nodes, State::None, t0, WAIT)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    outcome.restore_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    if nodes.len() <= 4 {
+        for n in nodes {
+            outcome.lines.push(sb.node_line(n, AdminState::None, t0));
+        }
+    }
+    Ok(t0)
+}
+
+async fn taint_cycle(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+    pool: &str,
+    key: &str,
+    value: Option<&str>,
+    effect: &str,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes(pool, 1)?;
+    cut(sb, outcome, &nodes, key, value, effect).await?;
+    windows.push(restore(sb, outcome, &nodes, key).await?);
+    Ok(())
+}
+
+async fn spot_notice(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("spotpool", 2)?;
+    let (node, noisy) = (nodes[0].clone(), nodes[1].clone());
+    // Noise first: the same reason with an IMDS failure must change nothing.
+    sb.ops.imds_failure_event(&noisy).await?;
+    let t0 = jiff::Timestamp::now();
+    let event = sb.ops.preempt_event(&node, 30).await?;
+    sb.down.insert(node.clone());
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sb.ops.repeat_event(&event).await?;
+    }
+    let done = sb
+        .wait_state(std::slice::from_ref(&node), State::Down, t0, WAIT)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    outcome.cut_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    outcome
+        .lines
+        .push(sb.node_line(&node, AdminState::Down, t0));
+    let taints = sb.ops.taints(&node).await?;
+    let ours: Vec<_> = taints.iter().filter(|t| t.key == SPOT_EVICTION).collect();
+    match ours.as_slice() {
+        [t] if t.value.as_deref() == Some("spot-eviction") && t.effect == "NoSchedule" => {
+            outcome.lines.push(format!(
+                "  {node}: taint {SPOT_EVICTION}=spot-eviction:NoSchedule added once"
+            ))
+        }
+        other => outcome.problems.push(format!(
+            "{node}: want one spot-eviction taint, found {other:?}"
+        )),
+    }
+    if sb
+        .ops
+        .taints(&noisy)
+        .await?
+        .iter()
+        .any(|t| t.key == SPOT_EVICTION)
+    {
+        outcome.problems.push(format!(
+            "{noisy}: tainted from an `IMDS query failed` event"
+        ));
+    }
+    // The operator takes the node back.
+    windows.push(restore(sb, outcome, std::slice::from_ref(&node), SPOT_EVICTION).await?);
+    Ok(())
+}
+
+async fn cordon(sb: &mut Sandbox, outcome: &mut Outcome) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("userpool", 1)?;
+    let t0 = jiff::Timestamp::now();
+    sb.ops.cordon(&nodes[0], true).await?;
+    outcome
+        .problems
+        .extend(sb.expect_no_change(t0, Duration::from_secs(3)).await);
+    sb.ops.cordon(&nodes[0], false).await?;
+    outcome.lines.push(format!(
+        "  {}: cordoned for 3 s, no entry changed",
+        nodes[0]
+    ));
+    Ok(())
+}
+
+async fn recreated(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("userpool", 1)?;
+    cut(sb, outcome, &nodes, OUT_OF_SERVICE, None, "NoExecute").await?;
+    // The VM is reimaged: the Node object is deleted and registers again, untainted, with a
+    // new UID. The old Down must not carry over.
+    let t0 = jiff::Timestamp::now();
+    let old_uid = sb
+        .ops
+        .node(&nodes[0])
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let new = sb.ops.recreate(&nodes[0]).await?;
+    sb.down.remove(&nodes[0]);
+    let new_uid = new.metadata.uid.unwrap_or_default();
+    if new_uid == old_uid {
+        outcome.problems.push("recreated node kept its UID".into());
+    }
+    let done = sb
+        .wait_state(&nodes, State::None, t0, WAIT)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    outcome.restore_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    outcome.lines.push(format!(
+        "  {}: recreated (uid {old_uid} -> {new_uid}); entries back to None",
+        nodes[0]
+    ));
+    windows.push(t0);
+    Ok(())
+}
+
+async fn upgrade_wave(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+    wave: usize,
+) -> anyhow::Result<()> {
+    let spot = (wave / 4).min(sb.unused_count("spotpool"));
+    let mut nodes = sb.fresh_nodes("spotpool", spot)?;
+    nodes.extend(sb.fresh_nodes("userpool", wave - spot)?);
+    // Nodes leave in quick succession, as a surge upgrade cordons and taints them.
+    let t0 = jiff::Timestamp::now();
+    let mut tainted_at = Vec::new();
+    for chunk in nodes.chunks(10) {
+        for n in chunk {
+            sb.ops
+                .taint(n, OUT_OF_SERVICE, Some("upgrade"), "NoExecute")
+                .await?;
+            sb.down.insert(n.clone());
+            tainted_at.push((n.clone(), jiff::Timestamp::now()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sb.wait_state(&nodes, State::Down, t0, WAIT * 2)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let log = crate::observe::changes(&sb.stack.arm);
+    for (n, at) in &tainted_at {
+        if let Some(d) =
+            crate::judge::time_to_effective(&sb.stack.cluster, &log, n, State::Down, *at)
+        {
+            outcome.cut_ms.push(ms(d));
+        }
+    }
+    outcome.lines.push(format!(
+        "  {} nodes tainted over {:.1} s",
+        nodes.len(),
+        tainted_at
+            .last()
+            .map_or(0.0, |(_, t)| t.duration_since(t0).as_secs_f64())
+    ));
+    let t1 = jiff::Timestamp::now();
+    windows.push(t1);
+    let mut untainted_at = Vec::new();
+    for chunk in nodes.chunks(10) {
+        for n in chunk {
+            sb.ops.untaint(n, OUT_OF_SERVICE).await?;
+            sb.down.remove(n);
+            untainted_at.push((n.clone(), jiff::Timestamp::now()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sb.wait_state(&nodes, State::None, t1, WAIT * 2)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let log = crate::observe::changes(&sb.stack.arm);
+    for (n, at) in &untainted_at {
+        if let Some(d) =
+            crate::judge::time_to_effective(&sb.stack.cluster, &log, n, State::None, *at)
+        {
+            outcome.restore_ms.push(ms(d));
+        }
+    }
+    Ok(())
+}
+
+async fn throttling_storm(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("userpool", 3)?;
+    let storm = Duration::from_secs(6);
+    let t0 = jiff::Timestamp::now();
+    sb.stack.arm.faults(arm_sim::faults::FaultSpec {
+        throttle_for_ms: Some(storm.as_millis() as u64),
+        ..Default::default()
+    });
+    cut(sb, outcome, &nodes, OUT_OF_SERVICE, None, "NoExecute").await?;
+    let (reads, writes, throttled) = crate::observe::arm_calls(&sb.stack.arm, t0);
+    outcome.lines.push(format!(
+        "  during a {}-s 429 storm: {} ARM calls ({reads} reads, {writes} writes), {throttled} throttled",
+        storm.as_secs(),
+        reads + writes
+    ));
+    windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    Ok(())
+}
+
+/// The signal-svc replica that holds the lease.
+async fn leader(sb: &Sandbox) -> anyhow::Result<usize> {
+    let client = crate::kube_ops::client(&sb.stack.kubeconfig).await?;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client, "cutover");
+    let lease = leases.get("cutover-signal-svc").await?;
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    sb.stack
+        .signals
+        .iter()
+        .position(|s| s.name == holder)
+        .ok_or_else(|| anyhow::anyhow!("lease held by unknown {holder:?}"))
+}
+
+async fn leader_kill(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let old = leader(sb).await?;
+    let nodes = sb.fresh_nodes("userpool", 1)?;
+    if let Some(p) = sb.stack.signals[old].proc.as_mut() {
+        p.kill().await;
+    }
+    outcome.lines.push(format!(
+        "  killed {} (SIGKILL); tainting {} right away",
+        sb.stack.signals[old].name, nodes[0]
+    ));
+    cut(sb, outcome, &nodes, OUT_OF_SERVICE, None, "NoExecute").await?;
+    let new = leader(sb).await?;
+    outcome
+        .lines
+        .push(format!("  new leader {}", sb.stack.signals[new].name));
+    if new == old {
+        outcome
+            .problems
+            .push("the killed replica still holds the lease".into());
+    }
+    let run_dir = sb.stack.options.run_dir.clone();
+    Stack::restart(&mut sb.stack.signals[old], &run_dir).await?;
+    windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    sb.stack.wait_ready(WAIT).await?;
+    Ok(())
+}
+
+async fn actuator_kill(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("userpool", 4)?;
+    if let Some(p) = sb.stack.actuators[0].proc.as_mut() {
+        p.kill().await;
+    }
+    outcome.lines.push(format!(
+        "  killed {} (SIGKILL); it restarts after 3 s, as its pod would",
+        sb.stack.actuators[0].name
+    ));
+    let t0 = jiff::Timestamp::now();
+    for n in &nodes {
+        sb.ops.taint(n, OUT_OF_SERVICE, None, "NoExecute").await?;
+        sb.down.insert(n.clone());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let run_dir = sb.stack.options.run_dir.clone();
+    Stack::restart(&mut sb.stack.actuators[0], &run_dir).await?;
+    let done = sb
+        .wait_state(&nodes, State::Down, t0, WAIT)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    outcome.cut_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    for n in &nodes {
+        outcome.lines.push(sb.node_line(n, AdminState::Down, t0));
+    }
+    sb.stack.wait_ready(WAIT).await?;
+    windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    Ok(())
+}
+
+async fn outside_writer(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let nodes = sb.fresh_nodes("userpool", 1)?;
+    cut(sb, outcome, &nodes, OUT_OF_SERVICE, None, "NoExecute").await?;
+    // Another writer (cloud-provider-azure's blind PUT from a stale cache) resets one entry.
+    let (lb, pool, target) = crate::judge::node_entries(&sb.stack.cluster, &nodes[0])
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("node has no entries"))?;
+    let t0 = jiff::Timestamp::now();
+    sb.stack
+        .arm
+        .outside_write(&lb, &pool, &target, None)
+        .map_err(|e| anyhow::anyhow!("outside write: {e:?}"))?;
+    windows.push(t0);
+    let t1 = loop {
+        let log = crate::observe::changes(&sb.stack.arm);
+        let repaired = log
+            .iter()
+            .filter(|c| c.time > t0 && c.lb == lb && c.pool == pool && c.state == State::Down)
+            .find(|c| c.target.eq_ignore_ascii_case(&target));
+        if let Some(c) = repaired {
+            break c.time;
+        }
+        if jiff::Timestamp::now().duration_since(t0).as_secs_f64() > WAIT.as_secs_f64() {
+            anyhow::bail!("entry {lb}/{pool} {target} was not repaired within {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    windows.push(t1);
+    outcome.lines.push(format!(
+        "  reset {lb}/{pool} entry to None; repaired to Down after {:.1} s",
+        t1.duration_since(t0).as_secs_f64()
+    ));
+    windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    Ok(())
+}
