@@ -108,8 +108,17 @@ mod tests {
     #[test]
     fn documents() {
         assert_eq!(document("/api", "a:1").unwrap()["versions"][0], "v1");
-        assert_eq!(document("/apis", "a").unwrap()["groups"].as_array().unwrap().len(), 2);
-        assert_eq!(document("/apis/coordination.k8s.io", "a").unwrap()["kind"], "APIGroup");
+        assert_eq!(
+            document("/apis", "a").unwrap()["groups"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            document("/apis/coordination.k8s.io", "a").unwrap()["kind"],
+            "APIGroup"
+        );
         assert!(document("/apis/apps", "a").is_none());
         assert!(document("/apis/apps/v1", "a").is_none());
     }

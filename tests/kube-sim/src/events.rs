@@ -72,7 +72,7 @@ fn is_set(event: &Value, field: &str) -> bool {
         None | Some(Value::Null) => false,
         Some(Value::String(s)) => !s.is_empty(),
         Some(Value::Number(n)) => n.as_i64() != Some(0),
-        Some(Value::Object(m)) => m.values().any(|v| !v.is_null() && v != "" ),
+        Some(Value::Object(m)) => m.values().any(|v| !v.is_null() && v != ""),
         Some(_) => true,
     }
 }
@@ -226,7 +226,9 @@ fn is_qualified_name(s: &str) -> bool {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     name_ok && prefix.is_none_or(crate::objects::is_dns_subdomain)
@@ -273,7 +275,13 @@ mod tests {
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
-            ["eventTime", "firstTimestamp", "lastTimestamp", "count", "source"]
+            [
+                "eventTime",
+                "firstTimestamp",
+                "lastTimestamp",
+                "count",
+                "source"
+            ]
         );
         let good = from_v1(&json!({
             "metadata": {"name": "n1.2"}, "eventTime": "2026-01-01T00:00:00.000000Z",
@@ -296,6 +304,10 @@ mod tests {
         let errs = validate_update(&new, &old, "default", true);
         assert!(errs.iter().any(|e| e.field == "reason"));
         // core/v1 updates are not bound by the events.k8s.io immutability rules.
-        assert!(!validate_update(&new, &old, "default", false).iter().any(|e| e.field == "reason"));
+        assert!(
+            !validate_update(&new, &old, "default", false)
+                .iter()
+                .any(|e| e.field == "reason")
+        );
     }
 }

@@ -139,21 +139,39 @@ mod tests {
     use super::*;
 
     fn req<'a>(method: &'a str, path: &'a str, watch: bool) -> RequestInfo<'a> {
-        RequestInfo { method, path, watch, collection: true }
+        RequestInfo {
+            method,
+            path,
+            watch,
+            collection: true,
+        }
     }
 
     #[test]
     fn rules_fire_count_times_for_matching_requests() {
         let mut f = Faults::default();
-        f.add_rule(FailRule::new(503, 2).path_prefix("/api/v1/nodes").verb("watch"));
-        assert!(f.take_failure(&req("GET", "/api/v1/nodes", false)).is_none());
-        assert!(f.take_failure(&req("GET", "/api/v1/events", true)).is_none());
+        f.add_rule(
+            FailRule::new(503, 2)
+                .path_prefix("/api/v1/nodes")
+                .verb("watch"),
+        );
+        assert!(
+            f.take_failure(&req("GET", "/api/v1/nodes", false))
+                .is_none()
+        );
+        assert!(
+            f.take_failure(&req("GET", "/api/v1/events", true))
+                .is_none()
+        );
         let e = f.take_failure(&req("GET", "/api/v1/nodes", true)).unwrap();
         assert_eq!((e.code, e.retry_after), (503, Some(1)));
         assert!(f.take_failure(&req("GET", "/api/v1/nodes", true)).is_some());
         assert!(f.take_failure(&req("GET", "/api/v1/nodes", true)).is_none());
         f.add_rule(FailRule::new(500, 1).verb("PATCH"));
         assert!(f.take_failure(&req("GET", "/x", false)).is_none());
-        assert_eq!(f.take_failure(&req("PATCH", "/x", false)).unwrap().reason, "InternalError");
+        assert_eq!(
+            f.take_failure(&req("PATCH", "/x", false)).unwrap().reason,
+            "InternalError"
+        );
     }
 }

@@ -24,6 +24,12 @@ pub fn resource(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
     {
         return Err(ApiError::path_not_found());
     }
+    if t.subresource.is_some() && ![Method::GET, Method::PUT, Method::PATCH].contains(&req.method) {
+        return Err(ApiError::method_not_supported(
+            t.view.resource(),
+            req.method.as_str(),
+        ));
+    }
     match (&req.method, &t.name) {
         (&Method::GET, None) => list(shared, t, req),
         (&Method::GET, Some(name)) => get(shared, t, name),
@@ -31,7 +37,10 @@ pub fn resource(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
         (&Method::PUT, Some(name)) => replace(shared, t, name, req),
         (&Method::PATCH, Some(name)) => patch_object(shared, t, name, req),
         (&Method::DELETE, Some(name)) => delete(shared, t, name, req),
-        (m, _) => Err(ApiError::method_not_supported(t.view.resource(), m.as_str())),
+        (m, _) => Err(ApiError::method_not_supported(
+            t.view.resource(),
+            m.as_str(),
+        )),
     }
 }
 
@@ -104,13 +113,19 @@ fn dry_run(req: &Req) -> Result<bool, ApiError> {
             "meta.k8s.io",
             "CreateOptions",
             "",
-            &[FieldError::not_supported("dryRun", &json!([other]), &["All"])],
+            &[FieldError::not_supported(
+                "dryRun",
+                &json!([other]),
+                &["All"],
+            )],
         )),
     }
 }
 
 fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Field validation for the view, including the create/update rules of events.
@@ -128,7 +143,12 @@ fn check_valid(t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiEr
         return Ok(());
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or("");
-    Err(ApiError::invalid(t.view.group(), t.view.kind_name(), name, &errs))
+    Err(ApiError::invalid(
+        t.view.group(),
+        t.view.kind_name(),
+        name,
+        &errs,
+    ))
 }
 
 fn check_namespace(t: &Target, obj: &Value) -> Result<(), ApiError> {
@@ -152,7 +172,10 @@ fn create(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
     let mut obj = objects::decode(t.view, &req.body, &req.content_type)?;
     check_namespace(t, &obj)?;
     let meta = objects::meta_mut(&mut obj);
-    let has_name = meta.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let has_name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
     if !has_name
         && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
         && !prefix.is_empty()
@@ -193,7 +216,12 @@ fn rv_of(obj: &Value) -> &str {
 }
 
 /// RV and uid preconditions carried by a PUT body or a patched object.
-fn check_preconditions(res: Resource, name: &str, new: &Value, old: &Value) -> Result<(), ApiError> {
+fn check_preconditions(
+    res: Resource,
+    name: &str,
+    new: &Value,
+    old: &Value,
+) -> Result<(), ApiError> {
     let rv = rv_of(new);
     if !rv.is_empty() && rv != rv_of(old) {
         return Err(ApiError::conflict(res, name));
@@ -223,7 +251,11 @@ fn finish_update(
 ) -> Result<Value, ApiError> {
     if t.view == View::Node {
         // The main resource cannot change status, the status subresource cannot change spec.
-        let keep = if t.subresource.is_some() { "spec" } else { "status" };
+        let keep = if t.subresource.is_some() {
+            "spec"
+        } else {
+            "status"
+        };
         match (new.as_object_mut(), old.get(keep)) {
             (Some(m), Some(v)) => {
                 m.insert(keep.into(), v.clone());
@@ -323,7 +355,10 @@ fn patch_options_error(field: FieldError) -> ApiError {
 
 fn patch_object(shared: &Arc<Shared>, t: &Target, name: &str, req: &Req) -> Reply {
     let Some(patch_type) = PatchType::from_content_type(&req.content_type) else {
-        return Err(ApiError::unsupported_media_type(&req.content_type, PATCH_MEDIA_TYPES));
+        return Err(ApiError::unsupported_media_type(
+            &req.content_type,
+            PATCH_MEDIA_TYPES,
+        ));
     };
     let dry = dry_run(req)?;
     let force = req.param("force").is_some_and(|f| f == "true");
@@ -386,7 +421,10 @@ fn delete(shared: &Arc<Shared>, t: &Target, name: &str, req: &Req) -> Reply {
     let Some(current) = state.store.get(&k) else {
         return Err(ApiError::not_found(res, name));
     };
-    let uid = current["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let uid = current["metadata"]["uid"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let pre = &options["preconditions"];
     if let Some(want) = pre["uid"].as_str()
         && want != uid
@@ -437,12 +475,10 @@ pub fn empty(t: &EmptyTarget, req: &Req) -> Reply {
                     "status": {"phase": "Active"}}),
         )),
         (Some(name), _) => Err(ApiError::not_found(res, name)),
-        (None, _) => {
-            Ok(json_response(
-                200,
-                &json!({"kind": t.list_kind, "apiVersion": "v1",
+        (None, _) => Ok(json_response(
+            200,
+            &json!({"kind": t.list_kind, "apiVersion": "v1",
                         "metadata": {"resourceVersion": "1"}, "items": []}),
-            ))
-        }
+        )),
     }
 }

@@ -56,8 +56,8 @@ pub mod params;
 pub mod patch;
 pub mod resource;
 pub mod router;
-pub mod selectors;
 pub mod seed;
+pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod store;
@@ -128,18 +128,21 @@ pub struct KubeSim {
 impl KubeSim {
     /// Binds, seeds the store and starts serving.
     pub async fn start(options: Options) -> Result<KubeSim, StartError> {
-        let listener = TcpListener::bind(options.listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: options.listen,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(options.listen)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: options.listen,
+                    source,
+                })?;
         let address = listener.local_addr().map_err(|source| StartError::Bind {
             addr: options.listen,
             source,
         })?;
         let mut store = Store::new(options.history_limit);
-        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
         options.seed.apply(&mut store, &now)?;
         let rv = store.current_rv();
         let shared = Arc::new(Shared {

@@ -46,12 +46,23 @@ impl Pager {
     }
 
     /// The first page of `items` (the whole list at `rv`, already filtered).
-    pub fn first(&mut self, items: Vec<Value>, rv: u64, limit: Option<usize>, filtered: bool) -> Page {
+    pub fn first(
+        &mut self,
+        items: Vec<Value>,
+        rv: u64,
+        limit: Option<usize>,
+        filtered: bool,
+    ) -> Page {
         self.cut(items, rv, limit, filtered)
     }
 
     /// The next page for `token`. `floor` is the oldest RV still retained.
-    pub fn next(&mut self, token: &str, limit: Option<usize>, floor: u64) -> Result<Page, ApiError> {
+    pub fn next(
+        &mut self,
+        token: &str,
+        limit: Option<usize>,
+        floor: u64,
+    ) -> Result<Page, ApiError> {
         let (rv, id) = parse_token(token)?;
         // Kept (not removed) so a client may fetch the same page again.
         let Some(snapshot) = self.snapshots.get(&id) else {
@@ -69,7 +80,13 @@ impl Pager {
         self.snapshots.retain(|_, s| s.rv >= floor);
     }
 
-    fn cut(&mut self, mut items: Vec<Value>, rv: u64, limit: Option<usize>, filtered: bool) -> Page {
+    fn cut(
+        &mut self,
+        mut items: Vec<Value>,
+        rv: u64,
+        limit: Option<usize>,
+        filtered: bool,
+    ) -> Page {
         let limit = limit.filter(|l| *l > 0);
         match limit {
             Some(l) if items.len() > l => {
@@ -77,14 +94,7 @@ impl Pager {
                 let remaining = (!filtered).then_some(rest.len());
                 let id = self.next_id;
                 self.next_id += 1;
-                self.snapshots.insert(
-                    id,
-                    Snapshot {
-                        rv,
-                        rest,
-                        filtered,
-                    },
-                );
+                self.snapshots.insert(id, Snapshot { rv, rest, filtered });
                 while self.snapshots.len() > self.max {
                     self.snapshots.pop_first();
                 }
@@ -140,7 +150,11 @@ mod tests {
         let third = p.next(&second.continue_token.unwrap(), Some(2), 1).unwrap();
         assert_eq!(third.items.len(), 1);
         assert!(third.continue_token.is_none());
-        assert!(p.first(items(2), 1, Some(2), false).continue_token.is_none());
+        assert!(
+            p.first(items(2), 1, Some(2), false)
+                .continue_token
+                .is_none()
+        );
         assert_eq!(p.first(items(3), 1, None, false).items.len(), 3);
     }
 

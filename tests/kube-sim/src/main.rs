@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "kube-sim", about = "Kubernetes API server simulator (Nodes, Events, Leases)")]
+#[command(
+    name = "kube-sim",
+    about = "Kubernetes API server simulator (Nodes, Events, Leases)"
+)]
 struct Args {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, env = "KUBE_SIM_LISTEN", default_value = "127.0.0.1:0")]
@@ -22,7 +25,12 @@ struct Args {
     #[arg(long, env = "KUBE_SIM_PRESET")]
     preset: Option<String>,
     /// Node count of the preset (at least 6).
-    #[arg(long, env = "KUBE_SIM_PRESET_NODES", default_value_t = 12, requires = "preset")]
+    #[arg(
+        long,
+        env = "KUBE_SIM_PRESET_NODES",
+        default_value_t = 12,
+        requires = "preset"
+    )]
     preset_nodes: usize,
     /// Write a kubeconfig for this server here.
     #[arg(long, env = "KUBE_SIM_KUBECONFIG")]

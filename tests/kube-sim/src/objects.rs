@@ -21,9 +21,7 @@ pub fn decode(view: View, body: &[u8], content_type: &str) -> Result<Value, ApiE
         .to_ascii_lowercase();
     let value: Value = match media.as_str() {
         "application/json" | "" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "couldn't get version/kind; json parse error: {e}"
-            ))
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
         "application/yaml" => serde_yaml::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))
@@ -36,7 +34,10 @@ pub fn decode(view: View, body: &[u8], content_type: &str) -> Result<Value, ApiE
             json_type(&value)
         )));
     }
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     if !api_version.is_empty() && api_version != view.api_version() {
         return Err(ApiError::bad_request(format!(
@@ -79,7 +80,10 @@ pub fn to_view(view: View, stored: &Value) -> Value {
     };
     if let Some(m) = v.as_object_mut() {
         m.insert("kind".into(), Value::String(view.kind_name().into()));
-        m.insert("apiVersion".into(), Value::String(view.api_version().into()));
+        m.insert(
+            "apiVersion".into(),
+            Value::String(view.api_version().into()),
+        );
     }
     v
 }
@@ -116,12 +120,7 @@ enum Ty {
     List,
 }
 
-fn check(
-    errs: &mut Vec<String>,
-    v: &Value,
-    path: &str,
-    ty: Ty,
-) {
+fn check(errs: &mut Vec<String>, v: &Value, path: &str, ty: Ty) {
     if v.is_null() {
         return;
     }
@@ -147,19 +146,45 @@ fn check_shape(view: View, v: &Value) -> Result<(), ApiError> {
     let mut errs = Vec::new();
     let m = &v["metadata"];
     check(&mut errs, m, "metadata", Ty::Obj);
-    for f in ["name", "namespace", "generateName", "resourceVersion", "uid"] {
+    for f in [
+        "name",
+        "namespace",
+        "generateName",
+        "resourceVersion",
+        "uid",
+    ] {
         check(&mut errs, &m[f], &format!("metadata.{f}"), Ty::Str);
     }
     check(&mut errs, &m["labels"], "metadata.labels", Ty::StrMap);
-    check(&mut errs, &m["annotations"], "metadata.annotations", Ty::StrMap);
+    check(
+        &mut errs,
+        &m["annotations"],
+        "metadata.annotations",
+        Ty::StrMap,
+    );
     check(&mut errs, &m["finalizers"], "metadata.finalizers", Ty::List);
     match view {
         View::Node => {
             check(&mut errs, &v["spec"], "spec", Ty::Obj);
-            check(&mut errs, &v["spec"]["unschedulable"], "spec.unschedulable", Ty::Bool);
-            check(&mut errs, &v["spec"]["providerID"], "spec.providerID", Ty::Str);
+            check(
+                &mut errs,
+                &v["spec"]["unschedulable"],
+                "spec.unschedulable",
+                Ty::Bool,
+            );
+            check(
+                &mut errs,
+                &v["spec"]["providerID"],
+                "spec.providerID",
+                Ty::Str,
+            );
             check(&mut errs, &v["spec"]["taints"], "spec.taints", Ty::List);
-            for (i, t) in v["spec"]["taints"].as_array().into_iter().flatten().enumerate() {
+            for (i, t) in v["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 check(&mut errs, t, &format!("spec.taints[{i}]"), Ty::Obj);
                 for f in ["key", "value", "effect", "timeAdded"] {
                     check(&mut errs, &t[f], &format!("spec.taints.{f}"), Ty::Str);
@@ -176,7 +201,13 @@ fn check_shape(view: View, v: &Value) -> Result<(), ApiError> {
         View::Lease => {
             let s = &v["spec"];
             check(&mut errs, s, "spec", Ty::Obj);
-            for f in ["holderIdentity", "acquireTime", "renewTime", "preferredHolder", "strategy"] {
+            for f in [
+                "holderIdentity",
+                "acquireTime",
+                "renewTime",
+                "preferredHolder",
+                "strategy",
+            ] {
                 check(&mut errs, &s[f], &format!("spec.{f}"), Ty::Str);
             }
             for f in ["leaseDurationSeconds", "leaseTransitions"] {
@@ -188,8 +219,15 @@ fn check_shape(view: View, v: &Value) -> Result<(), ApiError> {
                 check(&mut errs, &v[f], f, Ty::Obj);
             }
             for f in [
-                "reason", "message", "type", "action", "reportingComponent",
-                "reportingInstance", "eventTime", "firstTimestamp", "lastTimestamp",
+                "reason",
+                "message",
+                "type",
+                "action",
+                "reportingComponent",
+                "reportingInstance",
+                "eventTime",
+                "firstTimestamp",
+                "lastTimestamp",
             ] {
                 check(&mut errs, &v[f], f, Ty::Str);
             }
@@ -214,7 +252,9 @@ pub fn is_dns_subdomain(s: &str) -> bool {
         && s.len() <= 253
         && s.split('.').all(|label| {
             !label.is_empty()
-                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -269,7 +309,12 @@ const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 fn validate_taints(v: &Value, errs: &mut Vec<FieldError>) {
     let mut seen: Vec<(String, String)> = Vec::new();
-    for (i, t) in v["spec"]["taints"].as_array().into_iter().flatten().enumerate() {
+    for (i, t) in v["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let key = t["key"].as_str().unwrap_or("");
         let effect = t["effect"].as_str().unwrap_or("");
         if key.is_empty() {
@@ -352,7 +397,12 @@ mod tests {
 
     #[test]
     fn decode_checks_type_meta_and_shapes() {
-        let ok = decode(View::Node, br#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"a"}}"#, "application/json").unwrap();
+        let ok = decode(
+            View::Node,
+            br#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"a"}}"#,
+            "application/json",
+        )
+        .unwrap();
         assert!(ok.get("kind").is_none());
         for body in [
             &br#"{"kind":"Lease","metadata":{"name":"a"}}"#[..],
@@ -362,9 +412,17 @@ mod tests {
             br#"[]"#,
             br#"{"#,
         ] {
-            assert_eq!(decode(View::Node, body, "application/json").unwrap_err().code, 400);
+            assert_eq!(
+                decode(View::Node, body, "application/json")
+                    .unwrap_err()
+                    .code,
+                400
+            );
         }
-        assert_eq!(decode(View::Node, b"{}", "text/plain").unwrap_err().code, 415);
+        assert_eq!(
+            decode(View::Node, b"{}", "text/plain").unwrap_err().code,
+            415
+        );
         let y = decode(View::Lease, b"metadata:\n  name: l\n", "application/yaml").unwrap();
         assert_eq!(y["metadata"]["name"], "l");
     }
@@ -376,7 +434,14 @@ mod tests {
             {"key": "", "effect": "Sometimes"}]}});
         let errs = validate(View::Node, &n);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, ["spec.taints[1]", "spec.taints[2].key", "spec.taints[2].effect"]);
+        assert_eq!(
+            fields,
+            [
+                "spec.taints[1]",
+                "spec.taints[2].key",
+                "spec.taints[2].effect"
+            ]
+        );
         assert!(validate(View::Node, &json!({"metadata": {"name": "Bad_Name"}})).len() == 1);
     }
 }

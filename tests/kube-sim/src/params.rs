@@ -45,13 +45,11 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ApiError> {
 }
 
 fn parse_int(name: &str, v: &str) -> Result<u64, ApiError> {
-    v.parse::<i64>()
-        .map(|n| n.max(0) as u64)
-        .map_err(|_| {
-            ApiError::bad_request(format!(
-                "failed to parse {name}: strconv.ParseInt: parsing {v:?}: invalid syntax"
-            ))
-        })
+    v.parse::<i64>().map(|n| n.max(0) as u64).map_err(|_| {
+        ApiError::bad_request(format!(
+            "failed to parse {name}: strconv.ParseInt: parsing {v:?}: invalid syntax"
+        ))
+    })
 }
 
 /// Parses and validates the query of a list or watch on `view`.
@@ -70,7 +68,10 @@ pub fn parse(view: View, req: &Req) -> Result<ListOptions, ApiError> {
     if let Some(l) = req.param("limit") {
         o.limit = Some(parse_int("limit", l)? as usize);
     }
-    o.continue_token = req.param("continue").filter(|c| !c.is_empty()).map(String::from);
+    o.continue_token = req
+        .param("continue")
+        .filter(|c| !c.is_empty())
+        .map(String::from);
     o.resource_version = req
         .param("resourceVersion")
         .filter(|c| !c.is_empty())
@@ -212,9 +213,20 @@ mod tests {
         ] {
             let e = parse(View::Node, &req(q)).unwrap_err();
             assert_eq!(e.code, 422, "{q}");
-            assert!(e.message.starts_with("ListOptions.meta.k8s.io \"\" is invalid: "), "{}", e.message);
+            assert!(
+                e.message
+                    .starts_with("ListOptions.meta.k8s.io \"\" is invalid: "),
+                "{}",
+                e.message
+            );
         }
-        for q in ["limit=x", "watch=maybe", "resourceVersion=abc", "fieldSelector=spec.x=1", "labelSelector=a+in+b"] {
+        for q in [
+            "limit=x",
+            "watch=maybe",
+            "resourceVersion=abc",
+            "fieldSelector=spec.x=1",
+            "labelSelector=a+in+b",
+        ] {
             assert_eq!(parse(View::Node, &req(q)).unwrap_err().code, 400, "{q}");
         }
     }

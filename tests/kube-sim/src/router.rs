@@ -37,10 +37,8 @@ pub struct EmptyTarget {
 }
 
 /// Read-only, always-empty resources that kubectl's describers query.
-const EMPTY: &[(&str, &str, &str)] = &[
-    ("", "pods", "PodList"),
-    ("", "namespaces", "NamespaceList"),
-];
+const EMPTY: &[(&str, &str, &str)] =
+    &[("", "pods", "PodList"), ("", "namespaces", "NamespaceList")];
 
 /// Resolves a request path.
 pub fn route(path: &str) -> Route {
@@ -74,7 +72,9 @@ pub fn route(path: &str) -> Route {
         let namespaced = view.kind().namespaced();
         // Cluster-scoped kinds have no namespaced path; namespaced kinds can only be
         // addressed by name inside a namespace.
-        if (!namespaced && namespace.is_some()) || (namespaced && namespace.is_none() && name.is_some()) {
+        if (!namespaced && namespace.is_some())
+            || (namespaced && namespace.is_none() && name.is_some())
+        {
             return Route::NotFound;
         }
         return Route::Resource(Target {
@@ -126,8 +126,14 @@ mod tests {
     #[test]
     fn resource_paths() {
         assert_eq!(route("/api/v1/nodes"), target(View::Node, None, None, None));
-        assert_eq!(route("/api/v1/nodes/n1/status"), target(View::Node, None, Some("n1"), Some("status")));
-        assert_eq!(route("/api/v1/events"), target(View::CoreEvent, None, None, None));
+        assert_eq!(
+            route("/api/v1/nodes/n1/status"),
+            target(View::Node, None, Some("n1"), Some("status"))
+        );
+        assert_eq!(
+            route("/api/v1/events"),
+            target(View::CoreEvent, None, None, None)
+        );
         assert_eq!(
             route("/api/v1/namespaces/default/events/e1"),
             target(View::CoreEvent, Some("default"), Some("e1"), None)
@@ -145,8 +151,14 @@ mod tests {
         assert_eq!(route("/api/v2/nodes"), Route::NotFound);
         assert_eq!(route("/apis/apps/v1/deployments"), Route::NotFound);
         assert!(matches!(route("/api/v1/pods"), Route::Empty(_)));
-        assert!(matches!(route("/api/v1/namespaces/default"), Route::Empty(_)));
-        assert_eq!(route("/apis/events.k8s.io/v1"), Route::Discovery("/apis/events.k8s.io/v1".into()));
+        assert!(matches!(
+            route("/api/v1/namespaces/default"),
+            Route::Empty(_)
+        ));
+        assert_eq!(
+            route("/apis/events.k8s.io/v1"),
+            Route::Discovery("/apis/events.k8s.io/v1".into())
+        );
         assert_eq!(route("/_sim/compact"), Route::Control("compact".into()));
         assert_eq!(route(""), Route::NotFound);
     }

@@ -139,21 +139,37 @@ impl Seed {
                 zone: Some(n.zone.clone()),
                 labels: n.labels.clone(),
                 addresses: vec![
-                    Address { kind: "InternalIP".into(), address: n.ipv4.to_string() },
-                    Address { kind: "InternalIP".into(), address: n.ipv6.to_string() },
-                    Address { kind: "Hostname".into(), address: n.name.clone() },
+                    Address {
+                        kind: "InternalIP".into(),
+                        address: n.ipv4.to_string(),
+                    },
+                    Address {
+                        kind: "InternalIP".into(),
+                        address: n.ipv6.to_string(),
+                    },
+                    Address {
+                        kind: "Hostname".into(),
+                        address: n.name.clone(),
+                    },
                 ],
                 taints: n
                     .taints
                     .iter()
-                    .map(|t| Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone() })
+                    .map(|t| Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                    })
                     .collect(),
                 creation_timestamp: None,
                 unschedulable: false,
                 ready: true,
             })
             .collect();
-        Ok(Seed { nodes, events: Vec::new() })
+        Ok(Seed {
+            nodes,
+            events: Vec::new(),
+        })
     }
 
     /// Writes the seed into an empty store.
@@ -162,26 +178,47 @@ impl Seed {
             let obj = node_object(n, now);
             let errs = objects::validate(crate::resource::View::Node, &obj);
             if let Some(e) = errs.first() {
-                return Err(SeedError::Invalid { what: "node", name: n.name.clone(), reason: format!("{}: {}", e.field, e.body) });
+                return Err(SeedError::Invalid {
+                    what: "node",
+                    name: n.name.clone(),
+                    reason: format!("{}: {}", e.field, e.body),
+                });
             }
             store
                 .create(Key::new(Kind::Node, "", &n.name), obj)
-                .map_err(|e| SeedError::Invalid { what: "node", name: n.name.clone(), reason: e.to_string() })?;
+                .map_err(|e| SeedError::Invalid {
+                    what: "node",
+                    name: n.name.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         for e in &self.events {
             let mut obj = objects::to_stored(crate::resource::View::CoreEvent, e);
             let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
             if name.is_empty() {
-                return Err(SeedError::Invalid { what: "event", name, reason: "metadata.name is required".into() });
+                return Err(SeedError::Invalid {
+                    what: "event",
+                    name,
+                    reason: "metadata.name is required".into(),
+                });
             }
-            let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+            let ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string();
             let meta = objects::meta_mut(&mut obj);
             meta.insert("namespace".into(), json!(ns));
-            meta.entry("uid").or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
-            meta.entry("creationTimestamp").or_insert_with(|| json!(now));
+            meta.entry("uid")
+                .or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| json!(now));
             store
                 .create(Key::new(Kind::Event, &ns, &name), obj)
-                .map_err(|e| SeedError::Invalid { what: "event", name: name.clone(), reason: e.to_string() })?;
+                .map_err(|e| SeedError::Invalid {
+                    what: "event",
+                    name: name.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -190,19 +227,34 @@ impl Seed {
 /// A full Node object for a seed entry: labels, providerID, taints, addresses, a Ready
 /// condition and nodeInfo, as a kubelet on AKS reports them.
 pub fn node_object(n: &NodeSeed, now: &str) -> Value {
-    let mut labels: Map<String, Value> = n.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-    labels.entry("kubernetes.io/hostname").or_insert_with(|| json!(n.name));
+    let mut labels: Map<String, Value> = n
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    labels
+        .entry("kubernetes.io/hostname")
+        .or_insert_with(|| json!(n.name));
     if let Some(zone) = &n.zone {
         labels.insert("topology.kubernetes.io/zone".into(), json!(zone));
     }
-    let created = n.creation_timestamp.clone().unwrap_or_else(|| now.to_string());
-    let uid = n.uid.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let created = n
+        .creation_timestamp
+        .clone()
+        .unwrap_or_else(|| now.to_string());
+    let uid = n
+        .uid
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let mut spec = Map::new();
     if let Some(p) = &n.provider_id {
         spec.insert("providerID".into(), json!(p));
     }
     if !n.taints.is_empty() {
-        spec.insert("taints".into(), serde_json::to_value(&n.taints).unwrap_or_default());
+        spec.insert(
+            "taints".into(),
+            serde_json::to_value(&n.taints).unwrap_or_default(),
+        );
     }
     if n.unschedulable {
         spec.insert("unschedulable".into(), json!(true));
@@ -256,10 +308,23 @@ mod tests {
         let spot: Vec<_> = seed.nodes.iter().filter(|n| !n.taints.is_empty()).collect();
         assert!(!spot.is_empty());
         let n = node_object(spot[0], "2026-01-01T00:00:00Z");
-        assert_eq!(n["metadata"]["labels"]["kubernetes.azure.com/scalesetpriority"], "spot");
+        assert_eq!(
+            n["metadata"]["labels"]["kubernetes.azure.com/scalesetpriority"],
+            "spot"
+        );
         assert_eq!(n["spec"]["taints"][0]["effect"], "NoSchedule");
-        assert!(n["spec"]["providerID"].as_str().unwrap().starts_with("azure:///subscriptions/"));
-        let types: Vec<&str> = n["status"]["addresses"].as_array().unwrap().iter().map(|a| a["type"].as_str().unwrap()).collect();
+        assert!(
+            n["spec"]["providerID"]
+                .as_str()
+                .unwrap()
+                .starts_with("azure:///subscriptions/")
+        );
+        let types: Vec<&str> = n["status"]["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["type"].as_str().unwrap())
+            .collect();
         assert_eq!(types, ["InternalIP", "InternalIP", "Hostname"]);
         assert!(Seed::preset("gke", 12).is_err());
     }
@@ -271,6 +336,9 @@ mod tests {
         let mut store = Store::new(100);
         seed.apply(&mut store, "2026-01-01T00:00:00Z").unwrap();
         assert_eq!(store.list(Kind::Node, None).len(), seed.nodes.len());
-        assert_eq!(store.list(Kind::Event, Some("default")).len(), seed.events.len());
+        assert_eq!(
+            store.list(Kind::Event, Some("default")).len(),
+            seed.events.len()
+        );
     }
 }

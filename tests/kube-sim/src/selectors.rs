@@ -234,8 +234,12 @@ impl LabelSelector {
                 LabelOp::NotIn(vs) => !have.is_some_and(|h| vs.iter().any(|v| v == h)),
                 LabelOp::Exists => have.is_some(),
                 LabelOp::NotExists => have.is_none(),
-                LabelOp::Gt(n) => have.and_then(|h| h.parse::<i64>().ok()).is_some_and(|h| h > *n),
-                LabelOp::Lt(n) => have.and_then(|h| h.parse::<i64>().ok()).is_some_and(|h| h < *n),
+                LabelOp::Gt(n) => have
+                    .and_then(|h| h.parse::<i64>().ok())
+                    .is_some_and(|h| h > *n),
+                LabelOp::Lt(n) => have
+                    .and_then(|h| h.parse::<i64>().ok())
+                    .is_some_and(|h| h < *n),
             }
         })
     }
@@ -299,12 +303,17 @@ fn parse_requirement(term: &str) -> Result<(String, LabelOp), SelectorError> {
         if let Some(i) = term.find(sym) {
             let key = check_key(term[..i].trim()).map_err(|e| bad(&e))?;
             let value = term[i + sym.len()..].trim().to_string();
-            let op = match kind {
-                0 => LabelOp::NotEq(check_value(&value).map_err(|e| bad(&e))?),
-                1 => LabelOp::Eq(check_value(&value).map_err(|e| bad(&e))?),
-                2 => LabelOp::Gt(value.parse().map_err(|_| bad("for 'gt', 'lt' operators, the value must be an integer"))?),
-                _ => LabelOp::Lt(value.parse().map_err(|_| bad("for 'gt', 'lt' operators, the value must be an integer"))?),
-            };
+            let op =
+                match kind {
+                    0 => LabelOp::NotEq(check_value(&value).map_err(|e| bad(&e))?),
+                    1 => LabelOp::Eq(check_value(&value).map_err(|e| bad(&e))?),
+                    2 => LabelOp::Gt(value.parse().map_err(|_| {
+                        bad("for 'gt', 'lt' operators, the value must be an integer")
+                    })?),
+                    _ => LabelOp::Lt(value.parse().map_err(|_| {
+                        bad("for 'gt', 'lt' operators, the value must be an integer")
+                    })?),
+                };
             return Ok((key, op));
         }
     }
@@ -317,26 +326,34 @@ fn check_key(key: &str) -> Result<String, String> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && key.len() <= 316
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if ok {
         Ok(key.to_string())
     } else {
-        Err(format!("invalid label key {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"))
+        Err(format!(
+            "invalid label key {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"
+        ))
     }
 }
 
 fn check_value(value: &str) -> Result<String, String> {
     let ok = value.is_empty()
         || (value.len() <= 63
-            && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             && value.starts_with(|c: char| c.is_ascii_alphanumeric())
             && value.ends_with(|c: char| c.is_ascii_alphanumeric()));
     if ok {
         Ok(value.to_string())
     } else {
-        Err(format!("invalid label value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"))
+        Err(format!(
+            "invalid label value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"
+        ))
     }
 }
 
@@ -353,11 +370,21 @@ mod tests {
     #[test]
     fn node_field_selectors() {
         let n = node();
-        assert!(FieldSelector::parse(View::Node, "metadata.name=n1").unwrap().matches(&n));
-        assert!(FieldSelector::parse(View::Node, "metadata.name==n1,spec.unschedulable=false")
-            .unwrap()
-            .matches(&n));
-        assert!(!FieldSelector::parse(View::Node, "metadata.name!=n1").unwrap().matches(&n));
+        assert!(
+            FieldSelector::parse(View::Node, "metadata.name=n1")
+                .unwrap()
+                .matches(&n)
+        );
+        assert!(
+            FieldSelector::parse(View::Node, "metadata.name==n1,spec.unschedulable=false")
+                .unwrap()
+                .matches(&n)
+        );
+        assert!(
+            !FieldSelector::parse(View::Node, "metadata.name!=n1")
+                .unwrap()
+                .matches(&n)
+        );
         assert_eq!(
             FieldSelector::parse(View::Node, "status.phase=x"),
             Err(SelectorError::UnsupportedField("status.phase".into()))
@@ -373,16 +400,24 @@ mod tests {
         let ev = json!({"metadata": {"name": "e", "namespace": "default"},
             "involvedObject": {"kind": "Node", "name": "n1"}, "reason": "PreemptScheduled",
             "reportingComponent": "npd", "source": {"component": "npd-src"}});
-        let s = FieldSelector::parse(View::EventsV1, "regarding.kind=Node,reportingController=npd")
-            .unwrap();
+        let s = FieldSelector::parse(
+            View::EventsV1,
+            "regarding.kind=Node,reportingController=npd",
+        )
+        .unwrap();
         assert!(s.matches(&ev));
-        let s = FieldSelector::parse(View::CoreEvent, "involvedObject.name=n1,reason=PreemptScheduled,source=npd-src")
-            .unwrap();
+        let s = FieldSelector::parse(
+            View::CoreEvent,
+            "involvedObject.name=n1,reason=PreemptScheduled,source=npd-src",
+        )
+        .unwrap();
         assert!(s.matches(&ev));
-        assert!(FieldSelector::parse(View::CoreEvent, "involvedObject.apiVersion=v1")
-            .unwrap()
-            .matches(&ev)
-            .eq(&false));
+        assert!(
+            FieldSelector::parse(View::CoreEvent, "involvedObject.apiVersion=v1")
+                .unwrap()
+                .matches(&ev)
+                .eq(&false)
+        );
         assert!(FieldSelector::parse(View::EventsV1, "involvedObject.kind=Node").is_err());
         assert!(FieldSelector::parse(View::CoreEvent, "note=x").is_err());
     }

@@ -105,8 +105,10 @@ pub fn json_response(status: u16, value: &Value) -> Response<Body> {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(bytes)).boxed());
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -153,10 +155,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
-    let query: Vec<(String, String)> = url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .filter(|(k, _)| !k.is_empty())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+    let query: Vec<(String, String)> =
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .filter(|(k, _)| !k.is_empty())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -215,7 +218,9 @@ async fn read_body(body: Incoming) -> Result<Bytes, ApiError> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     match limited.collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) => Err(ApiError::bad_request(format!("error reading request body: {e}"))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "error reading request body: {e}"
+        ))),
     }
 }
 

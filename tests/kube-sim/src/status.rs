@@ -150,8 +150,12 @@ impl ApiError {
     /// as plain text for unknown paths; for unknown resources under a known group it is a
     /// Status with an empty message). We always send a Status so clients parse it.
     pub fn path_not_found() -> Self {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// 409 `AlreadyExists` for a POST of an existing name.
@@ -201,7 +205,10 @@ impl ApiError {
         let message = match rendered.len() {
             0 => format!("{qualified_kind} {name:?} is invalid"),
             1 => format!("{qualified_kind} {name:?} is invalid: {}", rendered[0]),
-            _ => format!("{qualified_kind} {name:?} is invalid: [{}]", rendered.join(", ")),
+            _ => format!(
+                "{qualified_kind} {name:?} is invalid: [{}]",
+                rendered.join(", ")
+            ),
         };
         let causes: Vec<Value> = errors
             .iter()
@@ -244,7 +251,10 @@ impl ApiError {
         ApiError::new(
             405,
             "MethodNotAllowed",
-            format!("{verb} is not supported on resources of kind {:?}", resource.qualified()),
+            format!(
+                "{verb} is not supported on resources of kind {:?}",
+                resource.qualified()
+            ),
         )
         .with_details(json!({"group": resource.group, "kind": resource.plural}))
     }
@@ -289,8 +299,16 @@ impl ApiError {
                 "Internal error occurred: injected fault",
             )
             .with_details(json!({"causes": [{"message": "injected fault"}]})),
-            503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request"),
-            504 => ApiError::new(504, "Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request"),
+            503 => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            504 => ApiError::new(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted, but may still be processing the request",
+            ),
             other => ApiError::new(other, "Unknown", "injected fault"),
         };
         if matches!(code, 429 | 503) {

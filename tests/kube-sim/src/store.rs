@@ -104,9 +104,7 @@ impl Store {
         }
         let mut state: BTreeMap<Key, Value> = self.list(kind, namespace).into_iter().collect();
         for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
-            if change.key.kind != kind
-                || namespace.is_some_and(|ns| ns != change.key.namespace)
-            {
+            if change.key.kind != kind || namespace.is_some_and(|ns| ns != change.key.namespace) {
                 continue;
             }
             match &change.prev {
@@ -149,7 +147,13 @@ impl Store {
         let rv = self.bump();
         let mut last = prev.clone();
         set_rv(&mut last, rv);
-        self.record(rv, key.clone(), ChangeType::Deleted, last.clone(), Some(prev));
+        self.record(
+            rv,
+            key.clone(),
+            ChangeType::Deleted,
+            last.clone(),
+            Some(prev),
+        );
         Ok(last)
     }
 
@@ -183,7 +187,14 @@ impl Store {
         self.rv
     }
 
-    fn record(&mut self, rv: u64, key: Key, change: ChangeType, object: Value, prev: Option<Value>) {
+    fn record(
+        &mut self,
+        rv: u64,
+        key: Key,
+        change: ChangeType,
+        object: Value,
+        prev: Option<Value>,
+    ) {
         self.history.push_back(Arc::new(Change {
             rv,
             key,
@@ -229,14 +240,20 @@ mod tests {
         let (k, v) = node("a", "1");
         let a = s.create(k.clone(), v).unwrap();
         let l = s
-            .create(Key::new(Kind::Lease, "ns", "l"), json!({"metadata": {"name": "l"}}))
+            .create(
+                Key::new(Kind::Lease, "ns", "l"),
+                json!({"metadata": {"name": "l"}}),
+            )
             .unwrap();
         assert_eq!(a["metadata"]["resourceVersion"], "2");
         assert_eq!(l["metadata"]["resourceVersion"], "3");
         let d = s.delete(&k).unwrap();
         assert_eq!(d["metadata"]["resourceVersion"], "4");
         assert_eq!(s.current_rv(), 4);
-        assert_eq!(s.create(k.clone(), json!({})).unwrap()["metadata"]["resourceVersion"], "5");
+        assert_eq!(
+            s.create(k.clone(), json!({})).unwrap()["metadata"]["resourceVersion"],
+            "5"
+        );
         assert_eq!(s.create(k, json!({})), Err(StoreError::AlreadyExists));
     }
 
@@ -245,13 +262,18 @@ mod tests {
         let mut s = Store::new(100);
         let (k, v) = node("a", "1");
         s.create(k.clone(), v).unwrap();
-        s.create(Key::new(Kind::Lease, "ns", "l"), json!({})).unwrap();
-        s.update(k.clone(), json!({"metadata": {"name": "a"}})).unwrap();
+        s.create(Key::new(Kind::Lease, "ns", "l"), json!({}))
+            .unwrap();
+        s.update(k.clone(), json!({"metadata": {"name": "a"}}))
+            .unwrap();
         let changes = s.changes_since(Kind::Node, 2).unwrap();
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].change, ChangeType::Modified);
         assert_eq!(changes[0].rv, 4);
-        assert_eq!(changes[0].prev.as_ref().unwrap()["metadata"]["labels"]["l"], "1");
+        assert_eq!(
+            changes[0].prev.as_ref().unwrap()["metadata"]["labels"]["l"],
+            "1"
+        );
     }
 
     #[test]
@@ -265,7 +287,10 @@ mod tests {
         assert!(s.changes_since(Kind::Node, 3).is_ok());
         assert_eq!(
             s.changes_since(Kind::Node, 2),
-            Err(StoreError::TooOld { requested: 2, oldest: 3 })
+            Err(StoreError::TooOld {
+                requested: 2,
+                oldest: 3
+            })
         );
         s.compact();
         assert!(s.changes_since(Kind::Node, 5).unwrap().is_empty());
@@ -278,8 +303,11 @@ mod tests {
         let (k, v) = node("a", "1");
         s.create(k.clone(), v).unwrap();
         let at = s.current_rv();
-        s.update(k.clone(), json!({"metadata": {"name": "a", "labels": {"l": "2"}}}))
-            .unwrap();
+        s.update(
+            k.clone(),
+            json!({"metadata": {"name": "a", "labels": {"l": "2"}}}),
+        )
+        .unwrap();
         let (k2, v2) = node("b", "1");
         s.create(k2, v2).unwrap();
         let past = s.list_at(Kind::Node, None, at).unwrap();

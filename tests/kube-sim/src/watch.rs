@@ -102,8 +102,10 @@ pub fn start(shared: Arc<Shared>, t: &Target, req: &Req) -> Result<Response<Body
             .map(|b| (Ok::<_, std::convert::Infallible>(Frame::data(b)), rx))
     });
     let mut resp = Response::new(StreamBody::new(stream).boxed());
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -142,7 +144,11 @@ impl Watcher {
         let interval = self.shared.tunables.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;
         // The last bookmark goes out 2 s before the deadline (or at once for short watches).
-        let mut final_bookmark = Some(deadline.checked_sub(Duration::from_secs(2)).unwrap_or(deadline));
+        let mut final_bookmark = Some(
+            deadline
+                .checked_sub(Duration::from_secs(2))
+                .unwrap_or(deadline),
+        );
         let kind = self.view.kind();
         let mut bookmark_due = false;
 
@@ -172,7 +178,10 @@ impl Watcher {
             rv_rx.borrow_and_update();
             let (changes, current) = {
                 let state = self.shared.state.lock();
-                (state.store.changes_since(kind, cursor), state.store.current_rv())
+                (
+                    state.store.changes_since(kind, cursor),
+                    state.store.current_rv(),
+                )
             };
             match changes {
                 Ok(changes) => {
@@ -249,11 +258,23 @@ mod tests {
         let v = |c: &Change| visible_event(c, &opts);
         assert_eq!(v(&change(ChangeType::Added, None, "spot")), Some("ADDED"));
         assert_eq!(v(&change(ChangeType::Added, None, "user")), None);
-        assert_eq!(v(&change(ChangeType::Modified, Some("spot"), "spot")), Some("MODIFIED"));
-        assert_eq!(v(&change(ChangeType::Modified, Some("user"), "spot")), Some("ADDED"));
-        assert_eq!(v(&change(ChangeType::Modified, Some("spot"), "user")), Some("DELETED"));
+        assert_eq!(
+            v(&change(ChangeType::Modified, Some("spot"), "spot")),
+            Some("MODIFIED")
+        );
+        assert_eq!(
+            v(&change(ChangeType::Modified, Some("user"), "spot")),
+            Some("ADDED")
+        );
+        assert_eq!(
+            v(&change(ChangeType::Modified, Some("spot"), "user")),
+            Some("DELETED")
+        );
         assert_eq!(v(&change(ChangeType::Modified, Some("user"), "user")), None);
-        assert_eq!(v(&change(ChangeType::Deleted, Some("spot"), "spot")), Some("DELETED"));
+        assert_eq!(
+            v(&change(ChangeType::Deleted, Some("spot"), "spot")),
+            Some("DELETED")
+        );
         assert_eq!(v(&change(ChangeType::Deleted, Some("user"), "user")), None);
     }
 

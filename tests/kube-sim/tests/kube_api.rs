@@ -1,6 +1,8 @@
 //! kube-rs typed clients against the simulator: the calls signal-svc makes, and the error
 //! classification (`is_conflict`, 404, 422) kube applies to real server answers.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap (clippy.toml covers #[test] fns only)
+
 mod common;
 
 use common::{client, sim};
@@ -35,7 +37,10 @@ async fn nodes_list_get_patch_replace_delete() {
     let labels = spot.metadata.labels.clone().unwrap();
     assert_eq!(labels["kubernetes.azure.com/scalesetpriority"], "spot");
     let addresses = spot.status.clone().unwrap().addresses.unwrap();
-    assert_eq!(addresses.iter().filter(|a| a.type_ == "InternalIP").count(), 2);
+    assert_eq!(
+        addresses.iter().filter(|a| a.type_ == "InternalIP").count(),
+        2
+    );
 
     // Label selector and field selector.
     let spots = nodes
@@ -59,13 +64,21 @@ async fn nodes_list_get_patch_replace_delete() {
 
     // Merge patch of a label bumps the RV; an identical patch does not.
     let patched = nodes
-        .patch(SPOT, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
+        .patch(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
         .await
         .unwrap();
     let rv1 = patched.metadata.resource_version.clone().unwrap();
     assert_ne!(Some(rv1.clone()), spot.metadata.resource_version);
     let again = nodes
-        .patch(SPOT, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
+        .patch(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(again.metadata.resource_version.unwrap(), rv1);
@@ -74,7 +87,10 @@ async fn nodes_list_get_patch_replace_delete() {
     let mut node = patched.clone();
     node.spec.as_mut().unwrap().unschedulable = Some(true);
     node.status.as_mut().unwrap().addresses = Some(vec![]);
-    let replaced = nodes.replace(SPOT, &PostParams::default(), &node).await.unwrap();
+    let replaced = nodes
+        .replace(SPOT, &PostParams::default(), &node)
+        .await
+        .unwrap();
     assert_eq!(replaced.spec.unwrap().unschedulable, Some(true));
     assert_eq!(replaced.status.unwrap().addresses.unwrap().len(), 3);
     let cordoned = nodes
@@ -83,19 +99,35 @@ async fn nodes_list_get_patch_replace_delete() {
         .unwrap();
     assert_eq!(cordoned.items.len(), 1);
     // Replace with the stale RV is a conflict.
-    let e = api_error(nodes.replace(SPOT, &PostParams::default(), &node).await.unwrap_err());
+    let e = api_error(
+        nodes
+            .replace(SPOT, &PostParams::default(), &node)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
 
     // Create (201, uid assigned), AlreadyExists, delete, NotFound.
     let new = Node {
-        metadata: ObjectMeta { name: Some("extra".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("extra".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let created = nodes.create(&PostParams::default(), &new).await.unwrap();
     assert!(created.metadata.uid.is_some());
-    let e = api_error(nodes.create(&PostParams::default(), &new).await.unwrap_err());
+    let e = api_error(
+        nodes
+            .create(&PostParams::default(), &new)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
-    nodes.delete("extra", &DeleteParams::default()).await.unwrap();
+    nodes
+        .delete("extra", &DeleteParams::default())
+        .await
+        .unwrap();
     let e = api_error(nodes.get("extra").await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
     assert_eq!(e.message, "nodes \"extra\" not found");
@@ -109,7 +141,11 @@ async fn taint_patch_with_stale_rv_conflicts_then_succeeds_after_reread() {
     let seen = nodes.get(SPOT).await.unwrap();
     // Someone else changes the node after we read it.
     nodes
-        .patch(SPOT, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"other": "writer"}}})))
+        .patch(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"other": "writer"}}})),
+        )
         .await
         .unwrap();
 
@@ -125,26 +161,42 @@ async fn taint_patch_with_stale_rv_conflicts_then_succeeds_after_reread() {
     };
     let e = api_error(
         nodes
-            .patch(SPOT, &PatchParams::default(), &Patch::Strategic(taint_patch(&seen)))
+            .patch(
+                SPOT,
+                &PatchParams::default(),
+                &Patch::Strategic(taint_patch(&seen)),
+            )
             .await
             .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
     assert_eq!(
         e.message,
-        format!("Operation cannot be fulfilled on nodes \"{SPOT}\": the object has been modified; please apply your changes to the latest version and try again")
+        format!(
+            "Operation cannot be fulfilled on nodes \"{SPOT}\": the object has been modified; please apply your changes to the latest version and try again"
+        )
     );
 
     let fresh = nodes.get(SPOT).await.unwrap();
     let done = nodes
-        .patch(SPOT, &PatchParams::default(), &Patch::Strategic(taint_patch(&fresh)))
+        .patch(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Strategic(taint_patch(&fresh)),
+        )
         .await
         .unwrap();
     let taints = done.spec.unwrap().taints.unwrap();
     // The strategic patch replaced the (atomic) list: the spot taint is kept because the
     // patch carried it, and the new one was appended.
     let keys: Vec<&str> = taints.iter().map(|t| t.key.as_str()).collect();
-    assert_eq!(keys, ["kubernetes.azure.com/scalesetpriority", "cloudprovider.azure.microsoft.com/draining"]);
+    assert_eq!(
+        keys,
+        [
+            "kubernetes.azure.com/scalesetpriority",
+            "cloudprovider.azure.microsoft.com/draining"
+        ]
+    );
     assert_eq!(done.metadata.labels.unwrap()["other"], "writer");
 
     // An invalid taint effect is 422 Invalid naming the field.
@@ -153,13 +205,20 @@ async fn taint_patch_with_stale_rv_conflicts_then_succeeds_after_reread() {
             .patch(
                 SPOT,
                 &PatchParams::default(),
-                &Patch::Strategic(json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}})),
+                &Patch::Strategic(
+                    json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}),
+                ),
             )
             .await
             .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("spec.taints[0].effect: Unsupported value: \"Sometimes\""), "{}", e.message);
+    assert!(
+        e.message
+            .contains("spec.taints[0].effect: Unsupported value: \"Sometimes\""),
+        "{}",
+        e.message
+    );
     sim.shutdown().await;
 }
 
@@ -201,7 +260,10 @@ mod json_patch_ops {
 
 fn npd_event(node: &str) -> CoreEvent {
     CoreEvent {
-        metadata: ObjectMeta { name: Some(format!("{node}.1826f0c7a5b3d2e1")), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(format!("{node}.1826f0c7a5b3d2e1")),
+            ..Default::default()
+        },
         involved_object: ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
@@ -223,7 +285,10 @@ async fn events_are_one_store_with_two_views() {
     let core: Api<CoreEvent> = Api::namespaced(c.clone(), "default");
     let v1: Api<EventV1> = Api::namespaced(c.clone(), "default");
 
-    let created = core.create(&PostParams::default(), &npd_event(SPOT)).await.unwrap();
+    let created = core
+        .create(&PostParams::default(), &npd_event(SPOT))
+        .await
+        .unwrap();
     let name = created.metadata.name.clone().unwrap();
     let seen = v1.get(&name).await.unwrap();
     assert_eq!(seen.regarding.unwrap().name.as_deref(), Some(SPOT));
@@ -244,15 +309,31 @@ async fn events_are_one_store_with_two_views() {
 
     // events.k8s.io validates strictly: the NPD-shaped event is refused there.
     let mut strict = EventV1 {
-        metadata: ObjectMeta { name: Some("bad".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("bad".into()),
+            ..Default::default()
+        },
         reason: Some("PreemptScheduled".into()),
         deprecated_count: Some(1),
         ..Default::default()
     };
-    let e = api_error(v1.create(&PostParams::default(), &strict).await.unwrap_err());
+    let e = api_error(
+        v1.create(&PostParams::default(), &strict)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("eventTime: Required value"), "{}", e.message);
-    assert!(e.message.contains("count: Invalid value: \"\": needs to be unset"), "{}", e.message);
+    assert!(
+        e.message.contains("eventTime: Required value"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("count: Invalid value: \"\": needs to be unset"),
+        "{}",
+        e.message
+    );
 
     // A proper events.k8s.io event shows up through core/v1.
     strict.deprecated_count = None;
@@ -272,26 +353,40 @@ async fn events_are_one_store_with_two_views() {
     strict.note = Some("admin state Down on 2 pools".into());
     v1.create(&PostParams::default(), &strict).await.unwrap();
     let back = core.get(&format!("{SPOT}.aaaa")).await.unwrap();
-    assert_eq!(back.reporting_component.as_deref(), Some("cutover.io/signal-svc"));
+    assert_eq!(
+        back.reporting_component.as_deref(),
+        Some("cutover.io/signal-svc")
+    );
     assert_eq!(back.message.as_deref(), Some("admin state Down on 2 pools"));
 
     // Updates through events.k8s.io may only change series/metadata.
     let e = api_error(
-        v1.patch(&format!("{SPOT}.aaaa"), &PatchParams::default(), &Patch::Merge(json!({"note": "changed"})))
-            .await
-            .unwrap_err(),
+        v1.patch(
+            &format!("{SPOT}.aaaa"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"note": "changed"})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     let series = json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}});
     let patched = v1
-        .patch(&format!("{SPOT}.aaaa"), &PatchParams::default(), &Patch::Merge(series))
+        .patch(
+            &format!("{SPOT}.aaaa"),
+            &PatchParams::default(),
+            &Patch::Merge(series),
+        )
         .await
         .unwrap();
     assert_eq!(patched.series.unwrap().count, 2);
 
     // All-namespaces list through core/v1 sees both.
     let all: Api<CoreEvent> = Api::all(c);
-    assert_eq!(all.list(&ListParams::default()).await.unwrap().items.len(), 2);
+    assert_eq!(
+        all.list(&ListParams::default()).await.unwrap().items.len(),
+        2
+    );
     sim.shutdown().await;
 }
 
@@ -302,7 +397,13 @@ async fn kube_runtime_recorder_posts_valid_events() {
     let c = client(&sim);
     let nodes: Api<Node> = Api::all(c.clone());
     let node = nodes.get(SPOT).await.unwrap();
-    let recorder = Recorder::new(c.clone(), Reporter { controller: "cutover-signal".into(), instance: Some("pod-0".into()) });
+    let recorder = Recorder::new(
+        c.clone(),
+        Reporter {
+            controller: "cutover-signal".into(),
+            instance: Some("pod-0".into()),
+        },
+    );
     let ev = Event {
         type_: EventType::Normal,
         reason: "LoadBalancerAdminStateDown".into(),
@@ -326,7 +427,10 @@ async fn leases_follow_rv_rules() {
     let sim = sim().await;
     let leases: Api<Lease> = Api::namespaced(client(&sim), "kube-system");
     let lease = Lease {
-        metadata: ObjectMeta { name: Some("cutover-signal".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("cutover-signal".into()),
+            ..Default::default()
+        },
         spec: Some(LeaseSpec {
             holder_identity: Some("a".into()),
             lease_duration_seconds: Some(15),
@@ -338,17 +442,32 @@ async fn leases_follow_rv_rules() {
     // client-go style: PUT with the RV from the read; a second PUT with the same RV loses.
     let mut mine = created.clone();
     mine.spec.as_mut().unwrap().holder_identity = Some("b".into());
-    let won = leases.replace("cutover-signal", &PostParams::default(), &mine).await.unwrap();
+    let won = leases
+        .replace("cutover-signal", &PostParams::default(), &mine)
+        .await
+        .unwrap();
     assert_eq!(won.spec.unwrap().holder_identity.as_deref(), Some("b"));
     let mut theirs = created.clone();
     theirs.spec.as_mut().unwrap().holder_identity = Some("c".into());
-    let e = api_error(leases.replace("cutover-signal", &PostParams::default(), &theirs).await.unwrap_err());
+    let e = api_error(
+        leases
+            .replace("cutover-signal", &PostParams::default(), &theirs)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
-    assert!(e.message.starts_with("Operation cannot be fulfilled on leases.coordination.k8s.io \"cutover-signal\""));
+    assert!(e.message.starts_with(
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"cutover-signal\""
+    ));
 
     // A PUT without an RV is refused for leases.
     theirs.metadata.resource_version = None;
-    let e = api_error(leases.replace("cutover-signal", &PostParams::default(), &theirs).await.unwrap_err());
+    let e = api_error(
+        leases
+            .replace("cutover-signal", &PostParams::default(), &theirs)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert_eq!(
         e.message,
@@ -357,14 +476,27 @@ async fn leases_follow_rv_rules() {
 
     // A merge patch carrying a stale RV is a precondition too.
     let stale = json!({"metadata": {"resourceVersion": created.metadata.resource_version}, "spec": {"holderIdentity": "d"}});
-    let e = api_error(leases.patch("cutover-signal", &PatchParams::default(), &Patch::Merge(stale)).await.unwrap_err());
+    let e = api_error(
+        leases
+            .patch(
+                "cutover-signal",
+                &PatchParams::default(),
+                &Patch::Merge(stale),
+            )
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 409);
 
     // Apply needs a field manager and creates missing objects.
     let apply = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "applied"},
                        "spec": {"holderIdentity": "x"}});
     let made = leases
-        .patch("applied", &PatchParams::apply("cutover").force(), &Patch::Apply(apply))
+        .patch(
+            "applied",
+            &PatchParams::apply("cutover").force(),
+            &Patch::Apply(apply),
+        )
         .await
         .unwrap();
     assert_eq!(made.spec.unwrap().holder_identity.as_deref(), Some("x"));
@@ -378,11 +510,20 @@ async fn kubeconfig_file_works_with_kube() {
     let path = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&path).unwrap();
     let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
     assert_eq!(config.default_namespace, "default");
     let nodes: Api<Node> = Api::all(kube::Client::try_from(config).unwrap());
-    assert_eq!(nodes.list(&ListParams::default()).await.unwrap().items.len(), 12);
+    assert_eq!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        12
+    );
     sim.shutdown().await;
 }

@@ -2,6 +2,8 @@
 //! closed watches, compaction (410 → re-list), streaming lists, retries of injected 503s,
 //! and the two event views on one watch.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap (clippy.toml covers #[test] fns only)
+
 mod common;
 
 use common::{client, eventually, sim, sim_with};
@@ -10,9 +12,9 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, ObjectReference};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube_sim::FailRule;
 use parking_lot::Mutex;
 use serde_json::json;
@@ -85,7 +87,10 @@ async fn paged_initial_list_then_live_events() {
 
     // Four pages of at most two items, all continuing one snapshot, then a watch from it.
     let log = sim.requests();
-    let lists: Vec<_> = log.iter().filter(|r| r.path.starts_with("/api/v1/nodes?") && !r.path.contains("watch=true")).collect();
+    let lists: Vec<_> = log
+        .iter()
+        .filter(|r| r.path.starts_with("/api/v1/nodes?") && !r.path.contains("watch=true"))
+        .collect();
     assert_eq!(lists.len(), 4, "{lists:#?}");
     assert!(lists[1..].iter().all(|r| r.path.contains("continue=")));
 
@@ -97,9 +102,12 @@ async fn paged_initial_list_then_live_events() {
 async fn wait_label(reader: &Store<Node>, name: &str, want: &str) {
     let key = reflector::ObjectRef::new(name);
     eventually(&format!("{name} seq={want}"), || {
-        let got = reader
-            .get(&key)
-            .and_then(|n| n.metadata.labels.as_ref().and_then(|l| l.get("seq").cloned()));
+        let got = reader.get(&key).and_then(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("seq").cloned())
+        });
         async move { (got.as_deref() == Some(want)).then_some(()) }
     })
     .await;
@@ -126,15 +134,23 @@ async fn closed_watches_lose_and_duplicate_nothing() {
         async move { (n >= 30).then_some(()) }
     })
     .await;
-    let s = seen.lock();
-    let want: Vec<String> = (1..=30).map(|i| i.to_string()).collect();
-    assert_eq!(s.seqs[SPOT], want, "every update exactly once, in order");
-    assert_eq!(s.inits, 1, "re-watches resume from the RV without a re-list");
-    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    {
+        let s = seen.lock();
+        let want: Vec<String> = (1..=30).map(|i| i.to_string()).collect();
+        assert_eq!(s.seqs[SPOT], want, "every update exactly once, in order");
+        assert_eq!(
+            s.inits, 1,
+            "re-watches resume from the RV without a re-list"
+        );
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+    }
     // More than one watch request was made.
-    let watches = sim.requests().iter().filter(|r| r.path.contains("watch=true")).count();
+    let watches = sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("watch=true"))
+        .count();
     assert!(watches >= 2, "{watches}");
-    drop(s);
     sim.shutdown().await;
 }
 
@@ -162,13 +178,28 @@ async fn compaction_forces_a_relist_through_an_in_stream_410() {
         async move { ok.then_some(()) }
     })
     .await;
-    let s = seen.lock();
-    assert!(s.errors.iter().any(|e| e.contains("410") || e.contains("too old")), "{:?}", s.errors);
-    assert_eq!(s.seqs[SPOT].last().map(String::as_str), Some("7"), "the re-list saw the change");
-    drop(s);
+    {
+        let s = seen.lock();
+        assert!(
+            s.errors
+                .iter()
+                .any(|e| e.contains("410") || e.contains("too old")),
+            "{:?}",
+            s.errors
+        );
+        assert_eq!(
+            s.seqs[SPOT].last().map(String::as_str),
+            Some("7"),
+            "the re-list saw the change"
+        );
+    }
     // The watch that hit the compaction got HTTP 200 (the error was in-stream).
     let log = sim.requests();
-    assert!(log[guard..].iter().any(|r| r.path.contains("watch=true") && r.status == 200));
+    assert!(
+        log[guard..]
+            .iter()
+            .any(|r| r.path.contains("watch=true") && r.status == 200)
+    );
     sim.shutdown().await;
 }
 
@@ -190,7 +221,10 @@ async fn streaming_list_ends_with_the_initial_events_marker() {
     .await;
     let log = sim.requests();
     let gets: Vec<_> = log.iter().filter(|r| r.method == "GET").collect();
-    assert!(gets.iter().all(|r| r.path.contains("watch=true")), "no LIST in streaming mode: {gets:#?}");
+    assert!(
+        gets.iter().all(|r| r.path.contains("watch=true")),
+        "no LIST in streaming mode: {gets:#?}"
+    );
     assert!(log[0].path.contains("sendInitialEvents=true"));
     sim.shutdown().await;
 }
@@ -249,11 +283,18 @@ async fn too_old_watch_is_an_in_stream_error() {
     match stream.next().await.unwrap().unwrap() {
         kube::api::WatchEvent::Error(e) => {
             assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
-            assert!(e.message.starts_with("too old resource version: 2 ("), "{}", e.message);
+            assert!(
+                e.message.starts_with("too old resource version: 2 ("),
+                "{}",
+                e.message
+            );
         }
         other => panic!("expected ERROR, got {other:?}"),
     }
-    assert!(stream.next().await.is_none(), "the stream ends after the error");
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after the error"
+    );
     sim.shutdown().await;
 }
 
@@ -295,7 +336,10 @@ async fn events_cross_views_on_watches() {
         .create(
             &PostParams::default(),
             &CoreEvent {
-                metadata: ObjectMeta { name: Some("from-core".into()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some("from-core".into()),
+                    ..Default::default()
+                },
                 involved_object: node_ref.clone(),
                 reason: Some("PreemptScheduled".into()),
                 ..Default::default()
@@ -307,7 +351,10 @@ async fn events_cross_views_on_watches() {
         .create(
             &PostParams::default(),
             &EventV1 {
-                metadata: ObjectMeta { name: Some("from-v1".into()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some("from-v1".into()),
+                    ..Default::default()
+                },
                 event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
                 regarding: Some(node_ref),
                 reporting_controller: Some("cutover".into()),
@@ -320,7 +367,10 @@ async fn events_cross_views_on_watches() {
         )
         .await
         .unwrap();
-    for (what, names) in [("core watch", &core_names), ("events.k8s.io watch", &v1_names)] {
+    for (what, names) in [
+        ("core watch", &core_names),
+        ("events.k8s.io watch", &v1_names),
+    ] {
         eventually(what, || {
             let mut got = names.lock().clone();
             got.sort();

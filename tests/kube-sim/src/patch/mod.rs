@@ -138,7 +138,10 @@ mod tests {
             (b"[1]", PatchType::Merge),
             (b"\"x\"", PatchType::Strategic),
             (b"{\"op\":\"add\"}", PatchType::Json),
-            (b"[{\"op\":\"frobnicate\",\"path\":\"/a\"}]", PatchType::Json),
+            (
+                b"[{\"op\":\"frobnicate\",\"path\":\"/a\"}]",
+                PatchType::Json,
+            ),
             (b"- a\n- b", PatchType::Apply),
             (b"a: [", PatchType::Apply),
         ] {
@@ -149,7 +152,12 @@ mod tests {
 
     #[test]
     fn apply_accepts_yaml() {
-        let out = apply(&json!({"a": 1}), b"spec:\n  holderIdentity: me\n", PatchType::Apply).unwrap();
+        let out = apply(
+            &json!({"a": 1}),
+            b"spec:\n  holderIdentity: me\n",
+            PatchType::Apply,
+        )
+        .unwrap();
         assert_eq!(out, json!({"a": 1, "spec": {"holderIdentity": "me"}}));
     }
 }

@@ -183,7 +183,9 @@ fn merge_list(target: &mut Value, items: &[Value], path: &str) -> Result<(), Str
                         "map: {item} does not contain declared merge key: {merge_key}"
                     )));
                 };
-                let pos = list.iter().position(|e| e.get(merge_key) == Some(key_value));
+                let pos = list
+                    .iter()
+                    .position(|e| e.get(merge_key) == Some(key_value));
                 let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
                 match (pos, delete) {
                     (Some(i), true) => {
@@ -247,8 +249,15 @@ mod tests {
     #[test]
     fn taints_are_atomic() {
         let mut n = node();
-        apply(&mut n, &json!({"spec": {"taints": [{"key": "k3", "effect": "NoSchedule"}]}})).unwrap();
-        assert_eq!(n["spec"]["taints"], json!([{"key": "k3", "effect": "NoSchedule"}]));
+        apply(
+            &mut n,
+            &json!({"spec": {"taints": [{"key": "k3", "effect": "NoSchedule"}]}}),
+        )
+        .unwrap();
+        assert_eq!(
+            n["spec"]["taints"],
+            json!([{"key": "k3", "effect": "NoSchedule"}])
+        );
         apply(&mut n, &json!({"spec": {"taints": null}})).unwrap();
         assert!(n["spec"].get("taints").is_none());
     }
@@ -268,7 +277,10 @@ mod tests {
             n["status"]["conditions"],
             json!([{"type": "Ready", "status": "False"}, {"type": "VMEventScheduled", "status": "True"}])
         );
-        assert_eq!(n["status"]["addresses"], json!([{"type": "InternalIP", "address": "10.0.0.4"}]));
+        assert_eq!(
+            n["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.4"}])
+        );
     }
 
     #[test]
@@ -283,7 +295,11 @@ mod tests {
         assert_eq!(n["metadata"]["finalizers"], json!(["a", "b"]));
         assert_eq!(n["metadata"]["labels"], json!({"y": "2"}));
         assert!(n["status"].get("addresses").is_none());
-        apply(&mut n, &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})).unwrap();
+        apply(
+            &mut n,
+            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+        )
+        .unwrap();
         assert_eq!(n["metadata"]["finalizers"], json!(["b"]));
         let mut n = node();
         apply(
@@ -294,6 +310,12 @@ mod tests {
         assert_eq!(n["status"]["addresses"][0]["type"], "Hostname");
         assert!(apply(&mut node(), &json!({"$patch": "bogus"})).is_err());
         assert!(apply(&mut node(), &json!([1])).is_err());
-        assert!(apply(&mut node(), &json!({"status": {"conditions": [{"status": "x"}]}})).is_err());
+        assert!(
+            apply(
+                &mut node(),
+                &json!({"status": {"conditions": [{"status": "x"}]}})
+            )
+            .is_err()
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Shared helpers for the integration tests: a started simulator, a kube client for it, a
 //! raw HTTP/1.1 client for exact wire checks, and a poll-until helper.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use kube::Client;
 use kube_sim::{KubeSim, Options, Seed};
@@ -57,8 +57,12 @@ pub struct Raw {
 
 impl Raw {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -70,7 +74,13 @@ impl Raw {
 }
 
 /// Sends one HTTP/1.1 request with `Connection: close` and reads the whole response.
-pub async fn raw(sim: &KubeSim, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> Raw {
+pub async fn raw(
+    sim: &KubeSim,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Raw {
     let mut stream = tokio::net::TcpStream::connect(sim.address()).await.unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -98,7 +108,14 @@ pub fn parse_response(buf: &[u8]) -> Raw {
         .expect("complete header");
     let head = String::from_utf8_lossy(&buf[..split]).to_string();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -110,14 +127,18 @@ pub fn parse_response(buf: &[u8]) -> Raw {
     if chunked {
         body = dechunk(&body);
     }
-    Raw { status, headers, body }
+    Raw {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else { break };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16).unwrap_or(0);
+    while let Some(eol) = data.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16).unwrap_or(0);
         if size == 0 {
             break;
         }
