@@ -245,11 +245,14 @@ impl Service {
         });
 
         let died = tokio::select! {
+            biased;
             _ = stop.cancelled() => None,
-            r = tasks.join_next() => Some(match r {
-                Some(Ok(name)) => name,
-                _ => "unknown",
-            }),
+            r = tasks.join_next() => match r {
+                // Tasks end on their own only when shutdown has begun.
+                _ if stop.is_cancelled() => None,
+                Some(Ok(name)) => Some(name),
+                _ => Some("unknown"),
+            },
         };
         if let Some(name) = died {
             tracing::error!(task = name, "critical task stopped; shutting down");

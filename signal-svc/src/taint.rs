@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Field manager of our writes.
 pub const FIELD_MANAGER: &str = "cutover-signal-svc";
-const MAX_CONFLICTS: usize = 10;
+const MAX_CONFLICTS: usize = 50;
 
 /// Outcome of one taint attempt.
 #[derive(Debug, PartialEq, Eq)]
@@ -81,6 +81,8 @@ pub async fn add_taint(api: &Api<Node>, req: &TaintRequest) -> Result<Outcome, T
             Ok(_) => return Ok(Outcome::Added),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::debug!(node = %req.name, "taint patch conflicted; re-reading");
+                // A little jitter so two busy writers do not keep colliding in lockstep.
+                tokio::time::sleep(Duration::from_millis(1 + rand::random::<u64>() % 20)).await;
             }
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Outcome::Gone),
             Err(e) => return Err(api_err(e)),
