@@ -191,7 +191,7 @@ impl Seed {
                 rgs: BTreeMap::new(),
             };
             for g in &s.resource_groups {
-                let rg = build_rg(&s.id, g)?;
+                let rg = build_rg(g)?;
                 if sub.rgs.insert(g.name.to_ascii_lowercase(), rg).is_some() {
                     return Err(SeedError::Invalid(format!(
                         "resource group {} appears twice",
@@ -206,7 +206,7 @@ impl Seed {
     }
 }
 
-fn build_rg(sub: &str, g: &SeedResourceGroup) -> Result<ResourceGroup, SeedError> {
+fn build_rg(g: &SeedResourceGroup) -> Result<ResourceGroup, SeedError> {
     let mut rg = ResourceGroup {
         name: g.name.clone(),
         location: g.location.clone(),
@@ -234,14 +234,14 @@ fn build_rg(sub: &str, g: &SeedResourceGroup) -> Result<ResourceGroup, SeedError
         lb.tags = l.tags.clone();
         lb.props = l.properties.clone().unwrap_or_default();
         for p in &l.backend_pools {
-            lb.pools.push(build_pool(sub, &g.name, &l.name, p)?);
+            lb.pools.push(build_pool(&l.name, p)?);
         }
         rg.lbs.insert(l.name.to_ascii_lowercase(), lb);
     }
     Ok(rg)
 }
 
-fn build_pool(sub: &str, rg: &str, lb: &str, p: &SeedPool) -> Result<Pool, SeedError> {
+fn build_pool(lb: &str, p: &SeedPool) -> Result<Pool, SeedError> {
     if !p.nic_ip_configurations.is_empty() && !p.addresses.is_empty() {
         return Err(SeedError::Invalid(format!(
             "pool {lb}/{} mixes nicIpConfigurations and addresses",
@@ -286,7 +286,6 @@ fn build_pool(sub: &str, rg: &str, lb: &str, p: &SeedPool) -> Result<Pool, SeedE
         pool.props
             .insert("virtualNetwork".into(), json!({ "id": v }));
     }
-    let _ = Scope { sub, rg, lb };
     Ok(pool)
 }
 

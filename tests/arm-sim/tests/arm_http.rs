@@ -1,5 +1,6 @@
 //! The ARM wire protocol over raw HTTP: etags and If-Match, the LRO and LB lock, supersede,
 //! failed operations, throttling, faults, paging, NIC lists, the outside writer, bad input.
+#![allow(clippy::unwrap_used)] // tests may unwrap (helpers outside #[test] fns too)
 
 mod common;
 

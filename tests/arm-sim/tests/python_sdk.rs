@@ -2,6 +2,7 @@
 //! azure-mgmt-network, versions pinned in python/requirements.txt) drives the simulator over
 //! TLS (azure-core refuses bearer tokens over http). `tests/run.sh` creates the venv and exports
 //! `CUTOVER_PYTHON`; without it this test fails and says how to fix that.
+#![allow(clippy::unwrap_used)] // tests may unwrap (helpers outside #[test] fns too)
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The real Rust clients against the simulator: azure_mgmt_network 0.21 with azure_identity
 //! credentials (client secret, workload identity, App Service managed identity), including the
 //! create_or_update long-running operation and token failures.
+#![allow(clippy::unwrap_used)] // tests may unwrap (helpers outside #[test] fns too)
 
 mod common;
 

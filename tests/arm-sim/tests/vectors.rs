@@ -5,6 +5,7 @@
 //!
 //! Not compared: `inboundNatRulesPortMapping` (NRP computes it from NAT rules, which the
 //! simulator does not model) and values (ids use the same templates, etags and GUIDs differ).
+#![allow(clippy::unwrap_used)] // tests may unwrap (helpers outside #[test] fns too)
 
 mod common;
 

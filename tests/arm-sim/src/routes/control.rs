@@ -14,7 +14,7 @@
 
 use super::{Resp, json};
 use crate::faults::{FaultSpec, Tuning};
-use crate::model::{AdminState, Scope};
+use crate::model::AdminState;
 use crate::store::outside_write;
 use crate::throttle::Limits;
 use crate::{EntrySnapshot, PoolSnapshot, Shared, State};
@@ -70,11 +70,6 @@ pub(crate) fn snapshot(st: &State, lb: &str, pool: &str) -> Option<PoolSnapshot>
     let key = st.store.find_lb(lb)?;
     let l = st.store.lb(&key.sub, &key.rg, &key.lb).ok()?;
     let p = l.pool(pool)?;
-    let _ = Scope {
-        sub: &key.sub,
-        rg: &key.rg,
-        lb: &key.lb,
-    };
     Some(PoolSnapshot {
         lb: l.name.clone(),
         pool: p.name.clone(),

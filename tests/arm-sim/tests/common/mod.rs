@@ -65,9 +65,13 @@ pub struct Raw {
 
 impl Raw {
     pub fn new(sim: &ArmSim) -> Self {
+        Self::with_base(sim.url())
+    }
+
+    pub fn with_base(base: &str) -> Self {
         Self {
             client: Client::builder(TokioExecutor::new()).build_http(),
-            base: sim.url().to_owned(),
+            base: base.to_owned(),
         }
     }
 
