@@ -78,6 +78,14 @@ pub fn start(shared: Arc<Shared>, t: &Target, req: &Req) -> Result<Response<Body
         .resource_version
         .as_deref()
         .and_then(|r| r.parse::<u64>().ok());
+    // A watch from a future RV: the watch cache answers 504 "Too large resource version"
+    // (after a short wait, which is not simulated).
+    let current = shared.state.lock().store.current_rv();
+    if let Some(n) = rv
+        && n > current
+    {
+        return Err(ApiError::too_large_resource_version(n, current));
+    }
     let start = match (opts.send_initial_events, rv) {
         (Some(true), _) => Start::State { end_marker: true },
         (_, None) | (_, Some(0)) => Start::State { end_marker: false },

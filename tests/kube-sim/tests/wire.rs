@@ -337,6 +337,35 @@ async fn watch_framing_and_too_old_rv() {
                "annotations": {"k8s.io/initial-events-end": "true"}}})
     );
 
+    // With bookmarks allowed and nothing changing, the only line is the bookmark sent 2 s
+    // before the deadline (the periodic interval is a minute by default).
+    let rv = sim.resource_version();
+    let r = raw(&sim, "GET", &format!("/api/v1/nodes?watch=true&timeoutSeconds=3&allowWatchBookmarks=true&resourceVersion={rv}"), None, b"").await;
+    let lines: Vec<serde_json::Value> = String::from_utf8(r.body)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"type": "BOOKMARK", "object": {"kind": "Node", "apiVersion": "v1", "metadata": {"resourceVersion": rv.to_string()}}})
+        ]
+    );
+    // A watch from a future RV is refused.
+    let r = raw(
+        &sim,
+        "GET",
+        &format!("/api/v1/nodes?watch=true&resourceVersion={}", rv + 100),
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["reason"].as_str()),
+        (504, Some("Timeout"))
+    );
+
     // Too old: HTTP 200 with one ERROR line, then the end.
     raw(
         &sim,
