@@ -105,6 +105,9 @@ impl ArmSimOptions {
     }
 }
 
+/// The request log keeps at most this many records (oldest dropped first).
+pub const REQUEST_LOG_CAP: usize = 100_000;
+
 /// One request as the simulator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {

@@ -109,6 +109,10 @@ pub(crate) async fn handle(
         aad::handle(&shared, &parts, &body).await
     };
     let mut st = shared.state.lock();
+    // Bounded: a long sandbox run must not grow without limit; the oldest quarter goes first.
+    if st.requests.len() >= crate::REQUEST_LOG_CAP {
+        st.requests.drain(..crate::REQUEST_LOG_CAP / 4);
+    }
     st.requests.push(RequestRecord {
         time: jiff::Timestamp::now(),
         method: parts.method.to_string(),
