@@ -29,6 +29,12 @@ pub fn profile_dir() -> anyhow::Result<PathBuf> {
 /// Builds every binary in [`BINARIES`] with the profile of the running executable. Cargo makes
 /// this a no-op when they are fresh.
 pub fn build_all() -> anyhow::Result<()> {
+    let names: Vec<&str> = BINARIES.iter().map(|(_, bin)| *bin).collect();
+    build(&names)
+}
+
+/// Builds the named binaries of [`BINARIES`] with the profile of the running executable.
+pub fn build(names: &[&str]) -> anyhow::Result<()> {
     let dir = profile_dir()?;
     let release = dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
@@ -37,7 +43,7 @@ pub fn build_all() -> anyhow::Result<()> {
     if release {
         cmd.arg("--release");
     }
-    for (package, bin) in BINARIES {
+    for (package, bin) in BINARIES.iter().filter(|(_, b)| names.contains(b)) {
         cmd.args(["-p", package, "--bin", bin]);
     }
     let status = cmd.status().context("run cargo build")?;

@@ -1,0 +1,405 @@
+//! Renders every kustomize overlay in `deploy/` with the real `kubectl kustomize`, parses each
+//! document into typed Kubernetes objects (a field the type does not know fails the test), and
+//! checks that the manifests agree with the binaries: every flag exists, ports and probes match
+//! the listen flags, TLS and config paths are mounted, RBAC is exactly what signal-svc calls,
+//! the pods are non-root and read-only, and only signal-svc and tool clients reach the gRPC port.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const OVERLAYS: [&str; 4] = [
+    "base",
+    "overlays/aks",
+    "overlays/single-replica",
+    "overlays/monitoring",
+];
+
+fn kubectl() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.exists())
+        .expect("kubectl not found on PATH: tests/run.sh installs it (Debian kubernetes-client)")
+}
+
+fn render(dir: &str) -> Vec<Value> {
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(repo().join("deploy").join(dir))
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/{dir} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Every key path of `original` must survive a typed round trip; returns the lost ones.
+fn lost_fields(original: &Value, typed: &Value, path: &str, lost: &mut Vec<String>) {
+    match (original, typed) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = format!("{path}.{k}");
+                match b.get(k) {
+                    Some(t) => lost_fields(v, t, &p, lost),
+                    None if v.is_null() => {}
+                    None => lost.push(p),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                lost_fields(x, y, &format!("{path}[{i}]"), lost);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
+    let obj: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| {
+        panic!("{} {}: {e}", doc["kind"], doc["metadata"]["name"]);
+    });
+    let mut lost = Vec::new();
+    lost_fields(doc, &serde_json::to_value(&obj).unwrap(), "", &mut lost);
+    assert!(
+        lost.is_empty(),
+        "{} {} has fields its type does not know: {lost:?}",
+        doc["kind"],
+        doc["metadata"]["name"]
+    );
+    obj
+}
+
+/// Parses every document of a known kind; unknown kinds must be the CRDs we expect.
+fn check_types(docs: &[Value]) {
+    for doc in docs {
+        match doc["kind"].as_str().unwrap_or_default() {
+            "Deployment" => drop(typed::<Deployment>(doc)),
+            "Service" => drop(typed::<Service>(doc)),
+            "ServiceAccount" => drop(typed::<k8s_openapi::api::core::v1::ServiceAccount>(doc)),
+            "Namespace" => drop(typed::<k8s_openapi::api::core::v1::Namespace>(doc)),
+            "ConfigMap" => drop(typed::<k8s_openapi::api::core::v1::ConfigMap>(doc)),
+            "ClusterRole" => drop(typed::<ClusterRole>(doc)),
+            "Role" => drop(typed::<Role>(doc)),
+            "ClusterRoleBinding" => {
+                drop(typed::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(doc))
+            }
+            "RoleBinding" => drop(typed::<k8s_openapi::api::rbac::v1::RoleBinding>(doc)),
+            "PodDisruptionBudget" => drop(
+                typed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(doc),
+            ),
+            "NetworkPolicy" => drop(typed::<NetworkPolicy>(doc)),
+            "ServiceMonitor" => assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1"),
+            other => panic!("unexpected kind {other} in deploy/"),
+        }
+    }
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+}
+
+fn deployment(docs: &[Value], name: &str) -> Deployment {
+    typed(find(docs, "Deployment", name).unwrap_or_else(|| panic!("no Deployment {name}")))
+}
+
+fn pod(d: &Deployment) -> PodSpec {
+    d.spec.template.spec.clone().unwrap()
+}
+
+/// `--flag=value` arguments as a map.
+fn flags(c: &Container) -> BTreeMap<String, String> {
+    c.args
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| {
+            let a = a
+                .strip_prefix("--")
+                .unwrap_or_else(|| panic!("{a}: not a --flag"));
+            let (k, v) = a.split_once('=').unwrap_or((a, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn port_of(addr: &str) -> i32 {
+    addr.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+fn container_port(c: &Container, name: &str) -> i32 {
+    c.ports
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("container {} has no port {name}", c.name))
+        .container_port
+}
+
+fn binary_help(bin: &str) -> String {
+    cutover_e2e::bins::build(&[bin]).unwrap();
+    let out = Command::new(cutover_e2e::bins::path(bin).unwrap())
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{bin} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn check_container(spec: &PodSpec, bin: &str, help: &str) -> BTreeMap<String, String> {
+    let c = &spec.containers[0];
+    let image = c.image.clone().unwrap();
+    assert!(
+        image.contains(&format!("cutover/{bin}:")),
+        "{bin}: image {image} is not cutover/{bin}:<tag>"
+    );
+    assert!(!image.ends_with(":latest"), "{bin}: pin a tag, not latest");
+    let f = flags(c);
+    for flag in f.keys() {
+        assert!(
+            help.contains(&format!("--{flag}")),
+            "{bin}: deploy passes --{flag}, which `{bin} --help` does not list"
+        );
+    }
+    // Admin port, probes.
+    let admin = container_port(c, "admin");
+    assert_eq!(
+        port_of(&f["admin-listen"]),
+        admin,
+        "{bin}: --admin-listen vs port admin"
+    );
+    for (probe, path) in [(&c.liveness_probe, "/live"), (&c.readiness_probe, "/ready")] {
+        let http = probe.clone().unwrap().http_get.unwrap();
+        assert_eq!(http.path.as_deref(), Some(path), "{bin} probe path");
+        let port = match http.port {
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s,
+            other => panic!("{bin}: probe port should be named, got {other:?}"),
+        };
+        assert_eq!(port, "admin", "{bin}: probes must use the admin port");
+    }
+    // Non-root, read-only, no privileges.
+    let pod_sc = spec.security_context.clone().unwrap();
+    assert_eq!(pod_sc.run_as_non_root, Some(true), "{bin}: runAsNonRoot");
+    let sc = c.security_context.clone().unwrap();
+    assert_eq!(
+        sc.read_only_root_filesystem,
+        Some(true),
+        "{bin}: readOnlyRootFilesystem"
+    );
+    assert_eq!(
+        sc.allow_privilege_escalation,
+        Some(false),
+        "{bin}: allowPrivilegeEscalation"
+    );
+    assert_eq!(
+        sc.capabilities.unwrap().drop,
+        Some(vec!["ALL".to_string()]),
+        "{bin}: drop ALL capabilities"
+    );
+    // Every file flag points into a mounted volume.
+    let mounts: Vec<String> = c
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.mount_path)
+        .collect();
+    for (flag, value) in &f {
+        if value.starts_with('/') {
+            assert!(
+                mounts.iter().any(|m| value.starts_with(m.as_str())),
+                "{bin}: --{flag}={value} is not under a mounted volume ({mounts:?})"
+            );
+        }
+    }
+    let requests = c.resources.clone().unwrap().requests.unwrap();
+    assert!(
+        requests.contains_key("cpu") && requests.contains_key("memory"),
+        "{bin}: requests"
+    );
+    f
+}
+
+fn rules(rules: &Option<Vec<PolicyRule>>) -> BTreeSet<(String, String, String, String)> {
+    let mut out = BTreeSet::new();
+    for r in rules.clone().unwrap_or_default() {
+        for g in r.api_groups.clone().unwrap_or_default() {
+            for res in r.resources.clone().unwrap_or_default() {
+                for v in &r.verbs {
+                    let names = r.resource_names.clone().unwrap_or_default().join(",");
+                    out.insert((g.clone(), res.clone(), v.clone(), names));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn set(items: &[(&str, &str, &str, &str)]) -> BTreeSet<(String, String, String, String)> {
+    items
+        .iter()
+        .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+        .collect()
+}
+
+/// What signal-svc calls (see signal-svc's watch, taint, leader and results modules; the
+/// whole-system test `rbac_matches_calls` checks the same set against the request log).
+pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 8] = [
+    ("", "nodes", "get", ""),
+    ("", "nodes", "list", ""),
+    ("", "nodes", "watch", ""),
+    ("", "nodes", "patch", ""),
+    ("", "events", "list", ""),
+    ("", "events", "watch", ""),
+    ("events.k8s.io", "events", "create", ""),
+    ("events.k8s.io", "events", "patch", ""),
+];
+
+#[test]
+fn every_overlay_renders_into_typed_objects_that_agree_with_the_binaries() {
+    let signal_help = binary_help("signal-svc");
+    let actuator_help = binary_help("actuator-svc");
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        check_types(&docs);
+
+        let signal = deployment(&docs, "signal-svc");
+        let actuator = deployment(&docs, "actuator-svc");
+        let sf = check_container(&pod(&signal), "signal-svc", &signal_help);
+        let af = check_container(&pod(&actuator), "actuator-svc", &actuator_help);
+
+        // gRPC: the actuator listens where its container port and Service say, and
+        // signal-svc dials that Service port.
+        let ac = &pod(&actuator).containers[0];
+        assert_eq!(
+            port_of(&af["grpc-listen"]),
+            container_port(ac, "grpc"),
+            "{overlay}"
+        );
+        let svc: Service = typed(find(&docs, "Service", "actuator-svc").unwrap());
+        let svc_spec = svc.spec.unwrap();
+        assert_eq!(
+            svc_spec.cluster_ip.as_deref(),
+            Some("None"),
+            "{overlay}: headless"
+        );
+        let svc_port = svc_spec.ports.unwrap()[0].port;
+        assert_eq!(port_of(&sf["actuator-service"]), svc_port, "{overlay}");
+        assert!(
+            sf.contains_key("tls-cert") && af.contains_key("tls-client-ca"),
+            "{overlay}: mTLS"
+        );
+        assert!(af.contains_key("signal-clients") && af.contains_key("tool-clients"));
+
+        // Replicas: a leader and a standby; several actuators in production.
+        let replicas = |d: &Deployment| d.spec.replicas.unwrap_or(1);
+        if overlay == "overlays/single-replica" {
+            assert_eq!((replicas(&signal), replicas(&actuator)), (1, 1));
+            assert!(!docs.iter().any(|d| d["kind"] == "PodDisruptionBudget"));
+        } else {
+            assert_eq!(replicas(&signal), 2, "{overlay}: signal-svc replicas");
+            assert!(replicas(&actuator) >= 2, "{overlay}: actuator-svc replicas");
+        }
+
+        // RBAC: exactly the calls signal-svc makes, leases only in its namespace and by name.
+        let cr: ClusterRole = typed(find(&docs, "ClusterRole", "cutover-signal-svc").unwrap());
+        assert_eq!(
+            rules(&cr.rules),
+            set(&SIGNAL_CLUSTER_RULES),
+            "{overlay}: ClusterRole"
+        );
+        let role: Role = typed(find(&docs, "Role", "cutover-signal-svc-lease").unwrap());
+        assert_eq!(role.metadata.namespace.as_deref(), Some("cutover"));
+        assert_eq!(
+            rules(&role.rules),
+            set(&[
+                ("coordination.k8s.io", "leases", "create", ""),
+                ("coordination.k8s.io", "leases", "get", "cutover-signal-svc"),
+                (
+                    "coordination.k8s.io",
+                    "leases",
+                    "update",
+                    "cutover-signal-svc"
+                ),
+            ]),
+            "{overlay}: Role"
+        );
+        assert_eq!(
+            sf.get("lease-name")
+                .map(String::as_str)
+                .unwrap_or("cutover-signal-svc"),
+            "cutover-signal-svc"
+        );
+        assert!(
+            !docs
+                .iter()
+                .any(|d| d["kind"] == "ClusterRoleBinding"
+                    && d["subjects"][0]["name"] == "actuator-svc"),
+            "actuator-svc needs no Kubernetes API access"
+        );
+
+        // Only signal-svc and labelled tool clients reach the gRPC port.
+        let np: NetworkPolicy = typed(find(&docs, "NetworkPolicy", "actuator-svc").unwrap());
+        let ingress = np.spec.unwrap().ingress.unwrap();
+        let grpc_rule = ingress
+            .iter()
+            .find(|r| {
+                r.ports.clone().unwrap_or_default().iter().any(|p| {
+                    p.port
+                        == Some(
+                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(
+                                svc_port,
+                            ),
+                        )
+                })
+            })
+            .expect("a rule for the gRPC port");
+        let from = grpc_rule
+            .from
+            .clone()
+            .expect("gRPC ingress must name its peers");
+        let labels: Vec<_> = from
+            .iter()
+            .filter_map(|p| p.pod_selector.clone()?.match_labels)
+            .collect();
+        assert_eq!(
+            labels.len(),
+            from.len(),
+            "every gRPC peer is selected by pod labels"
+        );
+        let template_labels = signal
+            .spec
+            .template
+            .metadata
+            .clone()
+            .unwrap()
+            .labels
+            .unwrap();
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.iter().all(|(k, v)| template_labels.get(k) == Some(v))),
+            "{overlay}: signal-svc pods must match a gRPC ingress peer"
+        );
+    }
+}
