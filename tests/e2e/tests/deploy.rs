@@ -4,6 +4,8 @@
 //! the listen flags, TLS and config paths are mounted, RBAC is exactly what signal-svc calls,
 //! the pods are non-root and read-only, and only signal-svc and tool clients reach the gRPC port.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
