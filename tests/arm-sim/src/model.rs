@@ -76,11 +76,38 @@ impl Address {
             json!({ "id": ip_configuration_id }),
         );
         Self {
-            name: uuid::Uuid::new_v4().to_string(),
+            name: nic_entry_name(ip_configuration_id),
             props,
             admin_state: None,
             effective: AdminState::None,
         }
+    }
+}
+
+/// NRP names NIC-style entries `<rg>_<nic><ipconfig>` for standalone NICs and with a GUID for
+/// VMSS instances (contracts/arm.md 1.3).
+fn nic_entry_name(ip_configuration_id: &str) -> String {
+    let segs: Vec<&str> = ip_configuration_id
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let after = |key: &str| {
+        segs.iter()
+            .position(|s| s.eq_ignore_ascii_case(key))
+            .and_then(|i| segs.get(i + 1))
+            .copied()
+    };
+    let is_vmss = segs
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case("virtualMachineScaleSets"));
+    match (
+        is_vmss,
+        after("resourceGroups"),
+        after("networkInterfaces"),
+        after("ipConfigurations"),
+    ) {
+        (false, Some(rg), Some(nic), Some(ipc)) => format!("{rg}_{nic}{ipc}"),
+        _ => uuid::Uuid::new_v4().to_string(),
     }
 }
 
@@ -373,5 +400,18 @@ impl Nic {
             "location": self.location,
             "properties": props,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nic_entry_names_follow_nrp() {
+        let standalone = "/subscriptions/s/resourceGroups/rg1/providers/Microsoft.Network/networkInterfaces/vm1-nic/ipConfigurations/ipconfig1";
+        assert_eq!(nic_entry_name(standalone), "rg1_vm1-nicipconfig1");
+        let vmss = "/subscriptions/s/resourceGroups/rg1/providers/Microsoft.Compute/virtualMachineScaleSets/v/virtualMachines/0/networkInterfaces/v/ipConfigurations/ipconfig1";
+        assert!(uuid::Uuid::parse_str(&nic_entry_name(vmss)).is_ok());
     }
 }
