@@ -216,6 +216,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         lists,
         identity: args.identity.clone(),
         cluster_name: args.cluster_name.clone(),
+        shutdown: shutdown_rx.clone(),
     };
     let (health, health_svc) = tonic_health::server::health_reporter();
     health

@@ -43,9 +43,18 @@ pub struct WriterConfig {
 }
 
 enum WriteError {
-    /// Our copy is stale (412, or the operation was canceled by another write): re-read.
+    /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
     Stale,
+    /// Another writer's operation is running on the LB (or just canceled ours): wait with
+    /// jitter before re-reading, so two writers never keep superseding each other.
+    Busy,
     Arm(ArmError),
+}
+
+fn updating(v: &Value) -> bool {
+    v.pointer("/properties/provisioningState")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.eq_ignore_ascii_case("Updating"))
 }
 
 /// The writer of one load balancer.
@@ -293,7 +302,10 @@ impl Writer {
                     self.verify(&targets);
                     return Ok(());
                 }
-                Err(WriteError::Stale) => {
+                Err(e @ (WriteError::Stale | WriteError::Busy)) => {
+                    if matches!(e, WriteError::Busy) {
+                        tokio::time::sleep(self.backoff.next_delay(jitter())).await;
+                    }
                     if let Err(e) = self.refresh().await {
                         return Err(e
                             .retry_after()
@@ -355,6 +367,10 @@ impl Writer {
         let Some(mut body) = c.raw_lb.clone() else {
             return Err(WriteError::Stale);
         };
+        // Never supersede another writer's running operation: wait for it.
+        if updating(&body) {
+            return Err(WriteError::Busy);
+        }
         plan::apply_to_lb(&mut body, &plan.changes);
         let body = strip_lb(body);
         let acc = self
@@ -383,6 +399,9 @@ impl Writer {
             else {
                 return Err(WriteError::Stale);
             };
+            if updating(&body) {
+                return Err(WriteError::Busy);
+            }
             if plan::apply_to_pool(&mut body, changes) == 0 {
                 continue;
             }
@@ -450,7 +469,7 @@ impl Writer {
                     };
                     if status.to_ascii_lowercase().starts_with("cancel") {
                         tracing::info!(error = %err, "operation canceled by another write; re-reading");
-                        return Err(WriteError::Stale);
+                        return Err(WriteError::Busy);
                     }
                     return Err(WriteError::Arm(err));
                 }

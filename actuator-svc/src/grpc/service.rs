@@ -33,6 +33,8 @@ pub struct ActuatorService {
     pub lists: AllowLists,
     pub identity: String,
     pub cluster_name: String,
+    /// Turns true on drain: open streams end so the server can stop.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 type ResultStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -153,7 +155,17 @@ async fn stream_loop(
             tracing::debug!("stale desired state dropped");
         }
     };
-    while let Some(msg) = inbound.message().await? {
+    let mut shutdown = svc.shutdown.clone();
+    loop {
+        let msg = tokio::select! {
+            m = inbound.message() => match m? {
+                Some(m) => m,
+                None => break,
+            },
+            _ = shutdown.wait_for(|s| *s) => {
+                return Err(Status::unavailable("actuator is draining; reconnect to another replica"));
+            }
+        };
         let newest = svc.store.max_epoch();
         if newest > epoch {
             return Err(Status::failed_precondition(format!(
@@ -316,8 +328,15 @@ impl Actuator for ActuatorService {
             }));
         }
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut shutdown = self.shutdown.clone();
         loop {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
+            let next = tokio::select! {
+                r = tokio::time::timeout_at(deadline, rx.recv()) => r,
+                _ = shutdown.wait_for(|s| *s) => {
+                    return Err(Status::unavailable("actuator is draining; ask another replica"));
+                }
+            };
+            match next {
                 Err(_) => {
                     return Ok(Response::new(SetNodeAdminStateResponse {
                         result: Some(last),
@@ -430,6 +449,12 @@ impl Actuator for ActuatorService {
                 }
                 _ => None,
             });
-        Ok(Response::new(Box::pin(stream)))
+        let mut shutdown = self.shutdown.clone();
+        let drained = async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        Ok(Response::new(Box::pin(futures::StreamExt::take_until(
+            stream, drained,
+        ))))
     }
 }

@@ -285,3 +285,18 @@ async fn a_burst_of_nodes_coalesces_into_few_write_rounds() {
     let (p, i) = (puts(&sim, "kubernetes"), puts(&sim, "kubernetes-internal"));
     assert!(p <= 5 && i <= 5, "write rounds: public {p}, internal {i}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_ends_open_streams_within_the_grace_period() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    let (tx, mut inbound) = open(&mut a).await;
+    tx.send(hello(1)).await.unwrap();
+    next(&mut inbound).await.unwrap();
+    assert!(
+        a.running.shutdown().await,
+        "drained within the grace period"
+    );
+    let e = next(&mut inbound).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+}
