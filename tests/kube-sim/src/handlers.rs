@@ -11,6 +11,7 @@ use crate::router::{EmptyTarget, Target};
 use crate::server::{Body, Req, Shared, State, json_response};
 use crate::status::{self, ApiError, FieldError, Resource};
 use crate::store::StoreError;
+use crate::table;
 use http::{Method, Response};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -32,7 +33,7 @@ pub fn resource(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
     }
     match (&req.method, &t.name) {
         (&Method::GET, None) => list(shared, t, req),
-        (&Method::GET, Some(name)) => get(shared, t, name),
+        (&Method::GET, Some(name)) => get(shared, t, name, req),
         (&Method::POST, None) => create(shared, t, req),
         (&Method::PUT, Some(name)) => replace(shared, t, name, req),
         (&Method::PATCH, Some(name)) => patch_object(shared, t, name, req),
@@ -48,12 +49,20 @@ fn key(t: &Target, name: &str) -> Key {
     Key::new(t.view.kind(), t.namespace.as_deref().unwrap_or(""), name)
 }
 
-fn get(shared: &Arc<Shared>, t: &Target, name: &str) -> Reply {
+fn get(shared: &Arc<Shared>, t: &Target, name: &str, req: &Req) -> Reply {
     let state = shared.state.lock();
-    match state.store.get(&key(t, name)) {
-        Some(obj) => Ok(json_response(200, &objects::to_view(t.view, obj))),
-        None => Err(ApiError::not_found(t.view.resource(), name)),
+    let Some(obj) = state.store.get(&key(t, name)) else {
+        return Err(ApiError::not_found(t.view.resource(), name));
+    };
+    if table::wants_table(&req.accept) {
+        let object = table::row_object(req.param("includeObject"), objects::to_view(t.view, obj));
+        let meta = json!({"resourceVersion": state.store.current_rv().to_string()});
+        return Ok(json_response(
+            200,
+            &table::table(t.view, vec![(obj.clone(), object)], meta),
+        ));
     }
+    Ok(json_response(200, &objects::to_view(t.view, obj)))
 }
 
 fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
@@ -97,6 +106,22 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
     }
     if let Some(r) = page.remaining {
         meta.insert("remainingItemCount".into(), json!(r));
+    }
+    if table::wants_table(&req.accept) {
+        let include = req.param("includeObject");
+        let rows = page
+            .items
+            .into_iter()
+            .map(|item| {
+                let stored = objects::to_stored(t.view, &item);
+                let object = table::row_object(include, objects::to_view(t.view, &stored));
+                (stored, object)
+            })
+            .collect();
+        return Ok(json_response(
+            200,
+            &table::table(t.view, rows, Value::Object(meta)),
+        ));
     }
     Ok(json_response(
         200,

@@ -32,16 +32,18 @@
 //! - Status bodies as apimachinery builds them (NotFound, AlreadyExists, Conflict, Invalid,
 //!   Expired, BadRequest, UnsupportedMediaType, MethodNotAllowed, TooManyRequests).
 //! - Fault injection (methods on [`KubeSim`] and `/_sim/...`, see [`control`]).
-//! - kubectl: `get`, `describe node` (pods read as an empty list), `taint`, `delete`,
-//!   `get events -A`. Tables are not served, so `kubectl get` prints its generic columns.
+//! - kubectl: `get` (server-side Table printing for nodes, events, leases, also on watches),
+//!   `describe node` (pods read as an empty list), `taint`, `delete`, `get events -A`.
 //!
 //! # Not covered
 //! - Authentication and authorization: any token (or none) is accepted.
+//! - `fieldValidation=Strict`: unknown fields are dropped silently, never rejected; only the
+//!   types of the fields listed in `objects` are checked.
 //! - Server-side apply field ownership: apply merges the applied configuration into the live
 //!   object (creating it if missing), requires `fieldManager`, accepts `force`, but keeps no
 //!   `managedFields`, so it never reports ownership conflicts and never prunes fields.
-//! - Other resources (pods, namespaces are read-only and empty), protobuf, Table output,
-//!   aggregated discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
+//! - Other resources (pods, namespaces are read-only and empty), protobuf, aggregated
+//!   discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
 //!   event TTL, watch-cache "too large RV" waits (answered with 504 at once), HTTP/2, TLS.
 
 pub mod control;
@@ -61,6 +63,7 @@ pub mod selectors;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod table;
 pub mod watch;
 
 pub use faults::{FailRule, RequestRecord};

@@ -187,6 +187,7 @@ mod tests {
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect(),
             content_type: String::new(),
+            accept: String::new(),
             body: Bytes::new(),
         }
     }

@@ -133,6 +133,7 @@ pub struct Req {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub content_type: String,
+    pub accept: String,
     pub body: Bytes,
 }
 
@@ -166,6 +167,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = match read_body(req.into_body()).await {
         Ok(b) => b,
         Err(e) => return error_response(&e),
@@ -175,6 +182,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         path,
         query,
         content_type,
+        accept,
         body,
     };
     let route = router::route(&req.path);

@@ -101,6 +101,8 @@ pub fn start(shared: Arc<Shared>, t: &Target, req: &Req) -> Result<Response<Body
         view: t.view,
         namespace: t.namespace.clone(),
         opts,
+        table: crate::table::wants_table(&req.accept)
+            .then(|| req.param("includeObject").map(String::from)),
         tx,
     };
     tokio::spawn(watcher.run(start, timeout));
@@ -122,6 +124,8 @@ struct Watcher {
     view: View,
     namespace: Option<String>,
     opts: ListOptions,
+    /// Send each object as a one-row Table (kubectl get -w), with this includeObject.
+    table: Option<Option<String>>,
     tx: mpsc::Sender<Bytes>,
 }
 
@@ -131,6 +135,19 @@ struct Closed;
 impl Watcher {
     async fn send(&self, line: Bytes) -> Result<(), Closed> {
         self.tx.send(line).await.map_err(|_| Closed)
+    }
+
+    /// The event object for a stored object: the view's object, or a one-row Table.
+    fn render(&self, stored: &Value) -> Value {
+        let object = objects::to_view(self.view, stored);
+        match &self.table {
+            None => object,
+            Some(include) => {
+                let row = crate::table::row_object(include.as_deref(), object);
+                let meta = json!({"resourceVersion": stored["metadata"]["resourceVersion"]});
+                crate::table::table(self.view, vec![(stored.clone(), row)], meta)
+            }
+        }
     }
 
     fn in_namespace(&self, change: &Change) -> bool {
@@ -170,8 +187,7 @@ impl Watcher {
                     )
                 };
                 for (_, obj) in items.iter().filter(|(_, o)| self.opts.matches(o)) {
-                    self.send(event_line("ADDED", &objects::to_view(self.view, obj)))
-                        .await?;
+                    self.send(event_line("ADDED", &self.render(obj))).await?;
                 }
                 if end_marker {
                     self.send(bookmark(self.view, rv, true)).await?;
@@ -198,7 +214,7 @@ impl Watcher {
                             continue;
                         }
                         if let Some(t) = visible_event(&change, &self.opts) {
-                            self.send(event_line(t, &objects::to_view(self.view, &change.object)))
+                            self.send(event_line(t, &self.render(&change.object)))
                                 .await?;
                         }
                     }

@@ -70,7 +70,19 @@ async fn kubectl_get_describe_taint_events_delete() {
 
     let out = k.run(&["get", "nodes"]).await;
     assert_eq!(out.lines().count(), 13, "{out}");
-    assert!(out.contains(SPOT));
+    // Server-side printing: the columns of a real server's node table.
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
+    let spot_row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with(SPOT))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (spot_row[1], spot_row[2], spot_row[4]),
+        ("Ready", "agent", "v1.32.4")
+    );
 
     let yaml = k.run(&["get", "node", SPOT, "-o", "yaml"]).await;
     assert!(yaml.contains("kind: Node"), "{yaml}");
@@ -128,8 +140,13 @@ async fn kubectl_get_describe_taint_events_delete() {
         )
         .await
         .unwrap();
-    let out = k.run(&["get", "events", "-A"]).await;
+    let out = k.run(&["get", "events", "-A", "-o", "wide"]).await;
     assert!(out.contains(&format!("{SPOT}.abc")), "{out}");
+    let out = k.run(&["get", "events", "-A"]).await;
+    assert!(
+        out.contains(&format!("node/{SPOT}")) && out.contains("PreemptScheduled"),
+        "{out}"
+    );
     let described = k.run(&["describe", "node", SPOT]).await;
     assert!(described.contains("PreemptScheduled"), "{described}");
 
