@@ -9,6 +9,30 @@
 //! (`list`). Pure logic (store, selectors, patches, event views, validation, paging) is
 //! unit-tested without network.
 //!
+//! # Running
+//!
+//! Binary: `kube-sim --listen 127.0.0.1:0 [--seed FILE | --preset aks|aks-ip|aks-multi-slb
+//! [--preset-nodes N]] [--kubeconfig PATH] [--bookmark-seconds S]`. The first stdout line is
+//! `listening on http://ADDR`; `--kubeconfig` writes a kubeconfig for kubectl and kube-rs.
+//! The seed file format is documented in [`seed`] (example: `examples/seed.yaml`). Fault
+//! injection over HTTP is documented in [`control`].
+//!
+//! Library (in-process, for other crates' tests):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use kube_sim::{FailRule, KubeSim, Options, Seed};
+//! let sim = KubeSim::start(Options { seed: Seed::preset("aks", 12)?, ..Options::default() }).await?;
+//! let url = sim.url(); // http://127.0.0.1:PORT, e.g. for kube::Config::new
+//! sim.write_kubeconfig(std::path::Path::new("/tmp/kubeconfig"))?;
+//! sim.fail_next(FailRule::new(503, 3).path_prefix("/api/v1/nodes"));
+//! sim.close_watches();
+//! sim.compact();
+//! let patches = sim.requests().iter().filter(|r| r.method == "PATCH").count();
+//! sim.shutdown().await;
+//! # let _ = (url, patches); Ok(()) }
+//! ```
+//!
 //! # Covered
 //! - Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{events.k8s.io,coordination.k8s.io}[/v1]`
 //!   (legacy documents; kubectl falls back to them). `/openapi/*` answers 404.
@@ -92,7 +116,8 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// Watch length when a client sends no `timeoutSeconds` (the real server: 30-60 min).
     pub default_watch_timeout: Duration,
-    /// Changes kept for watch replay; older RVs are too old (410).
+    /// Changes kept for watch replay (all kinds together); older RVs are too old (410).
+    /// A real API server keeps about 75 s of node changes in its watch cache.
     pub history_limit: usize,
 }
 
@@ -103,7 +128,7 @@ impl Default for Options {
             seed: Seed::default(),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
-            history_limit: 100_000,
+            history_limit: 10_000,
         }
     }
 }
@@ -151,7 +176,7 @@ impl KubeSim {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 store,
-                pager: Pager::new(1000),
+                pager: Pager::new(64),
             }),
             rv: signal::Sender::new(rv),
             close_watches: signal::Sender::new(0),

@@ -2,12 +2,14 @@
 //! rest of that snapshot, and every page reports the snapshot's resourceVersion (kube-runtime
 //! takes the last page's RV as the watch start, contracts/kube.md 2.3).
 //!
-//! Snapshots are kept in memory per token (bounded); a token whose snapshot is older than
-//! the compaction floor, or was evicted, is expired (410), as after an etcd compaction.
+//! A snapshot is kept once per paged list (shared by all its pages, bounded in number); a
+//! token whose snapshot is older than the compaction floor, or was evicted, is expired
+//! (410), as after an etcd compaction.
 
 use crate::status::ApiError;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One page: items, the snapshot RV, the next token and how many items remain after it.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +23,7 @@ pub struct Page {
 #[derive(Debug)]
 struct Snapshot {
     rv: u64,
-    rest: Vec<Value>,
+    items: Arc<Vec<Value>>,
     /// Whether the list was filtered (then remainingItemCount is not reported).
     filtered: bool,
 }
@@ -53,7 +55,30 @@ impl Pager {
         limit: Option<usize>,
         filtered: bool,
     ) -> Page {
-        self.cut(items, rv, limit, filtered)
+        let limit = limit.filter(|l| *l > 0);
+        if limit.is_none_or(|l| items.len() <= l) {
+            return Page {
+                items,
+                rv,
+                continue_token: None,
+                remaining: None,
+            };
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let items = Arc::new(items);
+        self.snapshots.insert(
+            id,
+            Snapshot {
+                rv,
+                items: items.clone(),
+                filtered,
+            },
+        );
+        while self.snapshots.len() > self.max {
+            self.snapshots.pop_first();
+        }
+        cut(&items, id, 0, rv, limit, filtered)
     }
 
     /// The next page for `token`. `floor` is the oldest RV still retained.
@@ -63,69 +88,75 @@ impl Pager {
         limit: Option<usize>,
         floor: u64,
     ) -> Result<Page, ApiError> {
-        let (rv, id) = parse_token(token)?;
-        // Kept (not removed) so a client may fetch the same page again.
+        let (rv, id, offset) = parse_token(token)?;
         let Some(snapshot) = self.snapshots.get(&id) else {
             return Err(ApiError::expired(EXPIRED));
         };
-        if snapshot.rv != rv || rv < floor {
+        if snapshot.rv != rv || rv < floor || offset > snapshot.items.len() {
             return Err(ApiError::expired(EXPIRED));
         }
-        let (rest, filtered) = (snapshot.rest.clone(), snapshot.filtered);
-        Ok(self.cut(rest, rv, limit, filtered))
+        // The snapshot stays (a client may fetch a page again) until evicted or compacted.
+        Ok(cut(
+            &snapshot.items,
+            id,
+            offset,
+            rv,
+            limit.filter(|l| *l > 0),
+            snapshot.filtered,
+        ))
     }
 
     /// Forgets snapshots older than `floor` (after a compaction).
     pub fn compact(&mut self, floor: u64) {
         self.snapshots.retain(|_, s| s.rv >= floor);
     }
+}
 
-    fn cut(
-        &mut self,
-        mut items: Vec<Value>,
-        rv: u64,
-        limit: Option<usize>,
-        filtered: bool,
-    ) -> Page {
-        let limit = limit.filter(|l| *l > 0);
-        match limit {
-            Some(l) if items.len() > l => {
-                let rest = items.split_off(l);
-                let remaining = (!filtered).then_some(rest.len());
-                let id = self.next_id;
-                self.next_id += 1;
-                self.snapshots.insert(id, Snapshot { rv, rest, filtered });
-                while self.snapshots.len() > self.max {
-                    self.snapshots.pop_first();
-                }
-                Page {
-                    items,
-                    rv,
-                    continue_token: Some(make_token(rv, id)),
-                    remaining,
-                }
-            }
-            _ => Page {
-                items,
-                rv,
-                continue_token: None,
-                remaining: None,
-            },
-        }
+/// The page of `items` starting at `offset`.
+fn cut(
+    items: &[Value],
+    id: u64,
+    offset: usize,
+    rv: u64,
+    limit: Option<usize>,
+    filtered: bool,
+) -> Page {
+    let rest = &items[offset..];
+    match limit {
+        Some(l) if rest.len() > l => Page {
+            items: rest[..l].to_vec(),
+            rv,
+            continue_token: Some(make_token(rv, id, offset + l)),
+            remaining: (!filtered).then_some(rest.len() - l),
+        },
+        _ => Page {
+            items: rest.to_vec(),
+            rv,
+            continue_token: None,
+            remaining: None,
+        },
     }
 }
 
-/// Tokens look like real ones to a client (opaque base64-ish text); here `<rv>.<id>` in hex.
-fn make_token(rv: u64, id: u64) -> String {
-    format!("{rv:x}.{id:x}")
+/// Tokens are opaque to clients; here `<rv>.<snapshot id>.<offset>` in hex.
+fn make_token(rv: u64, id: u64, offset: usize) -> String {
+    format!("{rv:x}.{id:x}.{offset:x}")
 }
 
-fn parse_token(token: &str) -> Result<(u64, u64), ApiError> {
+fn parse_token(token: &str) -> Result<(u64, u64, usize), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
-    let (rv, id) = token.split_once('.').ok_or_else(bad)?;
-    let rv = u64::from_str_radix(rv, 16).map_err(|_| bad())?;
-    let id = u64::from_str_radix(id, 16).map_err(|_| bad())?;
-    Ok((rv, id))
+    let mut parts = token.split('.');
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| u64::from_str_radix(p, 16).ok())
+            .ok_or_else(bad)
+    };
+    let (rv, id, offset) = (next()?, next()?, next()?);
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((rv, id, usize::try_from(offset).map_err(|_| bad())?))
 }
 
 #[cfg(test)]
@@ -167,6 +198,7 @@ mod tests {
         p.compact(8);
         assert_eq!(p.next(&t, Some(1), 8).unwrap_err().code, 410);
         assert_eq!(p.next("garbage", None, 0).unwrap_err().code, 400);
-        assert_eq!(p.next("5.99", None, 0).unwrap_err().code, 410);
+        assert_eq!(p.next("5.99.0", None, 0).unwrap_err().code, 410);
+        assert_eq!(p.next("5.1", None, 0).unwrap_err().code, 400);
     }
 }

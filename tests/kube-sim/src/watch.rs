@@ -91,8 +91,9 @@ pub fn start(shared: Arc<Shared>, t: &Target, req: &Req) -> Result<Response<Body
         (_, None) | (_, Some(0)) => Start::State { end_marker: false },
         (_, Some(n)) => Start::After(n),
     };
+    // Capped at a day so the deadline arithmetic cannot overflow.
     let timeout = match opts.timeout_seconds {
-        Some(s) if s > 0 => Duration::from_secs(s),
+        Some(s) if s > 0 => Duration::from_secs(s.min(86_400)),
         _ => shared.tunables.default_watch_timeout,
     };
     let (tx, rx) = mpsc::channel::<Bytes>(128);
