@@ -6,7 +6,7 @@
 //!
 //! Data flow: HTTP request → [`server`] (plain or TLS hyper 1 listener) → [`routes`] (auth,
 //! injected faults, api-version, token-bucket [`throttle`], then one handler per route) → the
-//! [`store`] under one lock → JSON rendered by [`model`]. Writes start a long-running operation;
+//! [`store`] under one lock, writes through [`lro`] → JSON rendered by [`model`]. Writes start a long-running operation;
 //! a timer completes it after the completion delay, which releases the LB lock and records each
 //! admin-state change in the effective log.
 //!
@@ -40,6 +40,7 @@ pub mod auth;
 pub mod body;
 pub mod errors;
 pub mod faults;
+pub mod lro;
 pub mod model;
 pub mod routes;
 pub mod seed;
@@ -49,9 +50,10 @@ pub mod throttle;
 mod tls;
 
 use crate::faults::{FaultSpec, Faults, Tuning};
+use crate::lro::{EffectiveEvent, Operations};
 use crate::model::AdminState;
 use crate::seed::Seed;
-use crate::store::{EffectiveEvent, Operations, Store};
+use crate::store::Store;
 use crate::throttle::{Limits, Throttle};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -283,7 +285,7 @@ impl ArmSim {
             .ops
             .ops
             .get(op_id)
-            .map(store::Operation::body)
+            .map(lro::Operation::body)
     }
 
     /// Injects faults (see [`FaultSpec`]).
@@ -334,7 +336,7 @@ impl ArmSim {
             .store
             .find_lb(lb)
             .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
-        store::outside_write(
+        lro::outside_write(
             &mut st.store,
             &mut st.ops,
             &key,

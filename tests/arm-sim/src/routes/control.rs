@@ -3,7 +3,7 @@
 //! | method + path | effect |
 //! |---|---|
 //! | `GET /_sim/requests` | request log (JSON array of [`crate::RequestRecord`]) |
-//! | `GET /_sim/effective` | effective admin-state log ([`crate::store::EffectiveEvent`]) |
+//! | `GET /_sim/effective` | effective admin-state log ([`crate::lro::EffectiveEvent`]) |
 //! | `GET /_sim/pools/{lb}/{pool}` | pool snapshot ([`crate::PoolSnapshot`]) |
 //! | `GET /_sim/operations/{id}` | async-operation body |
 //! | `GET`/`PUT /_sim/tuning` | [`crate::faults::Tuning`] |
@@ -14,8 +14,8 @@
 
 use super::{Resp, json};
 use crate::faults::{FaultSpec, Tuning};
+use crate::lro::outside_write;
 use crate::model::AdminState;
-use crate::store::outside_write;
 use crate::throttle::Limits;
 use crate::{EntrySnapshot, PoolSnapshot, Shared, State};
 use http::{Method, StatusCode, request::Parts};

@@ -6,6 +6,8 @@ pub mod aad;
 pub mod arm;
 pub mod control;
 pub mod path;
+pub mod reads;
+pub mod writes;
 
 use crate::{RequestRecord, Shared};
 use bytes::Bytes;
