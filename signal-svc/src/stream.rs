@@ -346,7 +346,11 @@ pub async fn manager(
         shared.wake(&touched);
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            r = endpoints.changed() => if r.is_err() { std::future::pending::<()>().await },
+            r = endpoints.changed() => if r.is_err() {
+                // Discovery ended (it only does at shutdown).
+                shutdown.cancelled().await;
+                break;
+            },
         }
     }
     for (_, (h, _)) in tasks {

@@ -1,6 +1,8 @@
 //! signal-svc against kube-sim in-process and a recording fake actuator: triggers, removal,
 //! Spot notices, duplicates, recreated nodes, ignored signals, RV conflicts, node events.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

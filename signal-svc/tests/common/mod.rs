@@ -1,6 +1,6 @@
 //! Shared helpers: kube-sim in-process, a recording fake actuator on 127.0.0.1:0, signal-svc
 //! instances run in-process, and poll-until helpers (no fixed sleeps asserting timing).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::type_complexity)]
 
 use clap::Parser;
 use cutover_proto::v1::actuator_server::{Actuator, ActuatorServer};
@@ -290,13 +290,12 @@ impl FakeState {
                     }
                     _ => None,
                 };
-                if let Some((v, st)) = item {
-                    if best
+                if let Some((v, st)) = item
+                    && best
                         .as_ref()
                         .is_none_or(|(bv, _)| (v.epoch, v.seq) >= (bv.epoch, bv.seq))
-                    {
-                        best = Some((v, st));
-                    }
+                {
+                    best = Some((v, st));
                 }
             }
         }
