@@ -70,6 +70,9 @@ pub struct RequestRecord {
     /// Path and query exactly as received, e.g. `/api/v1/nodes?&limit=500`.
     pub path: String,
     pub status: u16,
+    /// The request's Content-Type, if any (e.g. which patch flavour a client sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 /// What fault matching needs to know about a request.

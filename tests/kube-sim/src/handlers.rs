@@ -492,18 +492,33 @@ pub fn empty(t: &EmptyTarget, req: &Req) -> Reply {
     if req.method != Method::GET {
         return Err(ApiError::method_not_supported(res, req.method.as_str()));
     }
+    let namespace = |name: &str| {
+        json!({"metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+    };
     match (&t.name, t.plural) {
-        (Some(ns), "namespaces") => Ok(json_response(
-            200,
-            &json!({"kind": "Namespace", "apiVersion": "v1",
-                    "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
-                    "status": {"phase": "Active"}}),
-        )),
+        (Some(ns), "namespaces") => {
+            let mut n = namespace(ns);
+            n["kind"] = json!("Namespace");
+            n["apiVersion"] = json!("v1");
+            Ok(json_response(200, &n))
+        }
         (Some(name), _) => Err(ApiError::not_found(res, name)),
-        (None, _) => Ok(json_response(
-            200,
-            &json!({"kind": t.list_kind, "apiVersion": "v1",
-                        "metadata": {"resourceVersion": "1"}, "items": []}),
-        )),
+        (None, plural) => {
+            // Namespaces are implicit: every name exists; the usual four are listed.
+            let items: Vec<Value> = if plural == "namespaces" {
+                ["default", "kube-node-lease", "kube-public", "kube-system"]
+                    .into_iter()
+                    .map(namespace)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok(json_response(
+                200,
+                &json!({"kind": t.list_kind, "apiVersion": "v1",
+                        "metadata": {"resourceVersion": "1"}, "items": items}),
+            ))
+        }
     }
 }

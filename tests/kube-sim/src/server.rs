@@ -218,6 +218,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         method: req.method.to_string(),
         path: path_and_query,
         status: resp.status().as_u16(),
+        content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
     });
     resp
 }

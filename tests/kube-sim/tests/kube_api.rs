@@ -223,6 +223,79 @@ async fn taint_patch_with_stale_rv_conflicts_then_succeeds_after_reread() {
 }
 
 #[tokio::test]
+async fn status_subresource_merges_conditions_by_type() {
+    let sim = sim().await;
+    let nodes: Api<Node> = Api::all(client(&sim));
+    let condition = json!({"status": {"conditions": [{
+        "type": "PreemptionScheduled", "status": "True", "reason": "SpotEvictionIncoming",
+        "message": "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT.",
+        "lastHeartbeatTime": "2026-08-01T05:40:00Z", "lastTransitionTime": "2026-08-01T05:40:00Z"}]}});
+    let patched = nodes
+        .patch_status(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Strategic(condition.clone()),
+        )
+        .await
+        .unwrap();
+    let types: Vec<String> = patched
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "MemoryPressure",
+            "DiskPressure",
+            "PIDPressure",
+            "Ready",
+            "PreemptionScheduled"
+        ]
+    );
+    // A JSON merge patch replaces the list instead (RFC 7386), and the main resource
+    // ignores status changes.
+    let merged = nodes
+        .patch_status(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Merge(condition.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.status.unwrap().conditions.unwrap().len(), 1);
+    let main = nodes
+        .patch(
+            SPOT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": []}, "spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(main.status.unwrap().conditions.unwrap().len(), 1);
+    assert_eq!(main.spec.unwrap().unschedulable, Some(true));
+    // The request log records the patch flavour.
+    let flavours: Vec<Option<String>> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| r.content_type)
+        .collect();
+    assert_eq!(
+        flavours,
+        [
+            Some("application/strategic-merge-patch+json".to_string()),
+            Some("application/merge-patch+json".to_string()),
+            Some("application/merge-patch+json".to_string())
+        ]
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn json_patch_test_failure_is_422_and_success_applies() {
     let sim = sim().await;
     let nodes: Api<Node> = Api::all(client(&sim));
