@@ -312,6 +312,14 @@ impl ArmSim {
         self.shared.state.lock().throttle.set_limits(limits);
     }
 
+    /// Completes every running operation now (as Succeeded, or Failed if injected). With a long
+    /// completion delay this gives tests exact control over when writes become effective.
+    pub fn complete_operations(&self) -> usize {
+        let mut st = self.shared.state.lock();
+        let st = &mut *st;
+        lro::complete_running(&mut st.ops, &mut st.store, jiff::Timestamp::now())
+    }
+
     /// Expires every issued token now.
     pub fn expire_tokens(&self) {
         self.shared

@@ -268,6 +268,20 @@ impl Operations {
     }
 }
 
+/// Completes every running operation; returns how many.
+pub fn complete_running(ops: &mut Operations, store: &mut Store, now: jiff::Timestamp) -> usize {
+    let running: Vec<String> = ops
+        .ops
+        .values()
+        .filter(|o| o.running())
+        .map(|o| o.id.clone())
+        .collect();
+    running
+        .iter()
+        .filter(|id| ops.complete(id, store, now))
+        .count()
+}
+
 fn apply_effective(
     pool: &mut Pool,
     lb: &str,

@@ -20,8 +20,9 @@ fn with_first_admin_state(mut pool: Value, state: &str) -> Value {
 #[tokio::test]
 async fn put_runs_an_operation_that_locks_the_lb_and_applies_admin_state_on_completion() {
     let sim = start("aks-ip").await;
+    // Operations complete only when the test says so (no timing assumptions).
     let mut tuning = sim.tuning();
-    tuning.completion_delay_ms = 3_000;
+    tuning.completion_delay_ms = 3_600_000;
     sim.set_tuning(tuning);
     let raw = Raw::new(&sim);
     let tok = raw.token(&sim).await;
@@ -88,7 +89,12 @@ async fn put_runs_an_operation_that_locks_the_lb_and_applies_admin_state_on_comp
     assert!(second.header("retry-after").is_some());
     assert!(sim.requests().iter().any(|r| r.lock_hit && r.status == 429));
     assert!(sim.effective_log().is_empty());
+    assert_eq!(
+        sim.pool("kubernetes", "kubernetes").unwrap().entries[0].effective,
+        AdminState::None
+    );
 
+    assert_eq!(sim.complete_operations(), 1);
     let done = raw.wait_op(&op_url, &tok).await;
     assert_eq!(done["status"], "Succeeded");
     let log = sim.effective_log();
@@ -165,7 +171,7 @@ async fn create_is_201_unchanged_put_is_200_succeeded_and_delete_is_202() {
 async fn supersede_mode_cancels_the_running_operation() {
     let sim = start("aks-ip").await;
     let mut tuning = sim.tuning();
-    tuning.completion_delay_ms = 5_000;
+    tuning.completion_delay_ms = 3_600_000;
     sim.set_tuning(tuning);
     sim.faults(FaultSpec {
         supersede: Some(true),
@@ -196,6 +202,13 @@ async fn supersede_mode_cancels_the_running_operation() {
         msg.contains("PutLoadBalancerBackendAddressPoolOperation")
             && msg.contains("PutLoadBalancerOperation"),
         "{msg}"
+    );
+    let r = raw
+        .send("POST", "/_sim/complete-operations", &[], None)
+        .await;
+    assert_eq!(
+        r.body["completed"], 1,
+        "only the superseding operation was still running"
     );
     assert_eq!(
         raw.wait_op(second.header("azure-asyncoperation").unwrap(), &tok)

@@ -10,6 +10,7 @@
 //! | `PUT /_sim/limits` | [`crate::throttle::Limits`] |
 //! | `POST /_sim/faults` | [`crate::faults::FaultSpec`] |
 //! | `POST /_sim/outside-write` | `{"lb","pool","entry","adminState"}` (null removes) |
+//! | `POST /_sim/complete-operations` | completes every running operation now |
 //! | `POST /_sim/expire-tokens` | expires every issued token |
 
 use super::{Resp, json};
@@ -150,6 +151,15 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
                 )
                 .map_err(|e| CtlError::Arm(Box::new(e)))?;
                 json(StatusCode::OK, &j!({}))
+            }
+            (&Method::POST, ["complete-operations"]) => {
+                let st = &mut *st;
+                let n = crate::lro::complete_running(
+                    &mut st.ops,
+                    &mut st.store,
+                    jiff::Timestamp::now(),
+                );
+                json(StatusCode::OK, &j!({ "completed": n }))
             }
             (&Method::POST, ["expire-tokens"]) => {
                 st.tokens.expire_all(jiff::Timestamp::now());
