@@ -57,7 +57,8 @@
 //!   Expired, BadRequest, UnsupportedMediaType, MethodNotAllowed, TooManyRequests).
 //! - Fault injection (methods on [`KubeSim`] and `/_sim/...`, see [`control`]).
 //! - kubectl: `get` (server-side Table printing for nodes, events, leases, also on watches),
-//!   `describe node` (pods read as an empty list), `taint`, `delete`, `get events -A`.
+//!   `describe node` (pods read as an empty list), `taint`, `cordon`, `label`, `delete`,
+//!   `get events -A`; `create -f`/`apply -f` need `--validate=false` (no OpenAPI served).
 //!
 //! # Not covered
 //! - Authentication and authorization: any token (or none) is accepted.

@@ -140,7 +140,13 @@ fn columns(view: View) -> Vec<Value> {
                 1,
                 "The number of times this event has occurred.",
             ),
-            name,
+            column(
+                "Name",
+                "string",
+                "name",
+                1,
+                "Name must be unique within a namespace.",
+            ),
         ],
         View::Lease => vec![
             name,
@@ -361,6 +367,17 @@ mod tests {
         assert_eq!(human_duration(3 * 86400), "3d");
         assert_eq!(human_duration(20 * 86400), "20d");
         assert_eq!(human_duration(800 * 86400), "2y");
+    }
+
+    #[test]
+    fn event_name_column_is_wide_only() {
+        let cols = columns(View::CoreEvent);
+        let narrow: Vec<&str> = cols
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(narrow, ["Last Seen", "Type", "Reason", "Object", "Message"]);
     }
 
     #[test]

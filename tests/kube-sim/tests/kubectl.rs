@@ -143,6 +143,19 @@ async fn kubectl_get_describe_taint_events_delete() {
     let out = k.run(&["get", "events", "-A", "-o", "wide"]).await;
     assert!(out.contains(&format!("{SPOT}.abc")), "{out}");
     let out = k.run(&["get", "events", "-A"]).await;
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "MESSAGE"
+        ]
+    );
     assert!(
         out.contains(&format!("node/{SPOT}")) && out.contains("PreemptScheduled"),
         "{out}"

@@ -436,3 +436,26 @@ async fn discovery_documents() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn injected_latency_delays_kubernetes_requests_only() {
+    let sim = sim_with(6, |_| {}).await;
+    sim.set_latency(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    assert_eq!(
+        raw(&sim, "GET", "/api/v1/nodes", None, b"").await.status,
+        200
+    );
+    // A lower bound only: the delay is at least what was injected.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // Control endpoints are neither delayed nor logged.
+    assert_eq!(
+        raw(&sim, "GET", "/_sim/latency", None, b"").await.json()["ms"],
+        300
+    );
+    sim.set_latency(std::time::Duration::ZERO);
+    let log = sim.requests();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].path, "/api/v1/nodes");
+    sim.shutdown().await;
+}
