@@ -230,6 +230,8 @@ pub enum Mode {
 #[derive(Debug, Default)]
 pub struct StreamLog {
     pub msgs: Vec<SignalMessage>,
+    /// When each message was received (same index as `msgs`).
+    pub at: Vec<tokio::time::Instant>,
     pub open: bool,
 }
 
@@ -315,6 +317,24 @@ impl FakeState {
             .collect()
     }
 
+    /// When the first delta for `node` with `desired` arrived after `since`.
+    pub fn delta_received_after(
+        &self,
+        node: &str,
+        desired: AdminState,
+        since: tokio::time::Instant,
+    ) -> Option<tokio::time::Instant> {
+        let streams = self.streams.lock();
+        streams
+            .iter()
+            .flat_map(|s| s.msgs.iter().zip(s.at.iter()))
+            .filter(|(_, at)| **at >= since)
+            .find(|(m, _)| {
+                matches!(&m.kind, Some(Kind::Delta(d)) if d.desired() == desired && d.node.as_ref().is_some_and(|r| r.name == node))
+            })
+            .map(|(_, at)| *at)
+    }
+
     pub fn forgets(&self, node: &str) -> usize {
         self.streams
             .lock()
@@ -392,6 +412,7 @@ impl Actuator for FakeSvc {
             let mut s = state.streams.lock();
             s.push(StreamLog {
                 msgs: Vec::new(),
+                at: Vec::new(),
                 open: true,
             });
             s.len() - 1
@@ -399,7 +420,11 @@ impl Actuator for FakeSvc {
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(async move {
             while let Ok(Some(m)) = inbound.message().await {
-                state.streams.lock()[idx].msgs.push(m.clone());
+                {
+                    let mut streams = state.streams.lock();
+                    streams[idx].msgs.push(m.clone());
+                    streams[idx].at.push(tokio::time::Instant::now());
+                }
                 let nodes: Vec<NodeDesiredState> = match m.kind {
                     Some(Kind::Hello(_)) => {
                         let ack = ActuatorMessage {
