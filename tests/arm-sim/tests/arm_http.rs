@@ -379,6 +379,10 @@ async fn injected_storms_errors_and_dropped_connections() {
         let r = raw.get(&path, &tok).await;
         assert_eq!((r.status, r.code()), (429, "SubscriptionRequestsThrottled"));
         assert!(r.header("retry-after").is_some());
+        assert_eq!(
+            r.header("x-ms-ratelimit-remaining-subscription-reads"),
+            Some("0")
+        );
     }
     assert_eq!(raw.get(&path, &tok).await.status, 200);
     sim.faults(FaultSpec {

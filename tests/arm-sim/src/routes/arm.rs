@@ -65,12 +65,15 @@ pub(crate) async fn handle(shared: &Arc<Shared>, parts: &Parts, body: &[u8]) -> 
         }
         Injected::Throttle => {
             out.throttled = true;
-            out.resp = Some(arm_error(&ArmError::throttled(
+            let mut resp = arm_error(&ArmError::throttled(
                 crate::throttle::message_word(class),
                 &sub_for_msg,
                 &principal,
                 1,
-            )));
+            ));
+            // A storm looks like empty buckets.
+            rate_headers(&mut resp, class, 0, 0);
+            out.resp = Some(resp);
             return out;
         }
         Injected::None => {}
