@@ -70,6 +70,8 @@
 //! - Other resources (pods, namespaces are read-only and empty), protobuf, aggregated
 //!   discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
 //!   event TTL, watch-cache "too large RV" waits (answered with 504 at once), HTTP/2, TLS.
+//! - Bookmarks are sent on event watches too (a real server serves events uncached, from
+//!   etcd, without periodic bookmarks); kube-runtime handles either.
 
 pub mod control;
 pub mod discovery;

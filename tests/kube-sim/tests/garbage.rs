@@ -346,3 +346,40 @@ fn count_created(sim: &kube_sim::KubeSim) -> usize {
         })
         .count()
 }
+
+#[tokio::test]
+async fn broken_http_is_refused_and_serving_continues() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = sim().await;
+    let mut rng = Rng(42);
+    let mut junk: Vec<Vec<u8>> = vec![
+        b"GARBAGE\r\n\r\n".to_vec(),
+        b"GET /api/v1/nodes HTTP/9.9\r\n\r\n".to_vec(),
+        b"GET /api/v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n".to_vec(),
+        b"POST /api/v1/nodes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+            .to_vec(),
+        [
+            b"GET /".as_slice(),
+            &vec![b'a'; 70_000],
+            b" HTTP/1.1\r\n\r\n",
+        ]
+        .concat(),
+    ];
+    for _ in 0..20 {
+        let n = (rng.next() % 300) as usize;
+        junk.push(rng.bytes(n));
+    }
+    for bytes in junk {
+        let mut s = tokio::net::TcpStream::connect(sim.address()).await.unwrap();
+        // The server may close early; write and read errors are fine, hangs are not.
+        let _ = s.write_all(&bytes).await;
+        let _ = s.shutdown().await;
+        let mut buf = Vec::new();
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(30), s.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "the server answered or closed within 30 s");
+    }
+    let r = raw(&sim, "GET", "/api/v1/nodes", None, b"").await;
+    assert_eq!(common::names(&r.json()).len(), 12);
+    sim.shutdown().await;
+}
