@@ -35,6 +35,7 @@
 //! - Real JWTs (tokens are opaque), certificate credentials, user-assigned managed identities
 //!   beyond a single configured client id.
 //! - DELETE of a pool removes it at once (no `Deleting` phase); `$expand` is ignored.
+//! - The request log is bounded ([`REQUEST_LOG_CAP`]); `/_sim/...` calls are not logged.
 
 pub mod auth;
 pub mod body;
@@ -67,6 +68,8 @@ pub use crate::server::StartError;
 #[derive(Debug, Clone)]
 pub struct ArmSimOptions {
     pub listen: SocketAddr,
+    /// Initial resources; the default is empty (use [`ArmSimOptions::preset`] or a seed file).
+    /// Tenant and service principal default to the `aks-fixture` constants.
     pub seed: Seed,
     /// Serve HTTPS with a certificate generated at start (see [`ArmSim::ca_pem`]).
     pub tls: bool,
