@@ -83,23 +83,44 @@ pub fn summary(preset: &str, outcomes: &[Outcome]) -> String {
         ],
         &rows,
     );
-    let p99 = percentile(&all_cut, 99.0);
+    let calm: Vec<f64> = outcomes
+        .iter()
+        .filter(|o| !o.disrupted)
+        .flat_map(|o| o.cut_ms.clone())
+        .collect();
+    let disrupted: Vec<f64> = outcomes
+        .iter()
+        .filter(|o| o.disrupted)
+        .flat_map(|o| o.cut_ms.clone())
+        .collect();
+    let p50 = percentile(&calm, 50.0);
+    let p99 = percentile(&calm, 99.0);
     let verdict = match p99 {
         Some(p) if p < PROBE_WINDOW_MS => format!(
-            "taint -> effective p99 {:.2} s, inside the {:.0} s probe window ({:.0}% of it)",
+            "taint -> effective (no faults): p50 {} s, p99 {:.2} s, inside the {:.0} s probe window ({:.0}% of it)",
+            secs(p50),
             p / 1000.0,
             PROBE_WINDOW_MS / 1000.0,
             100.0 * p / PROBE_WINDOW_MS
         ),
         Some(p) => format!(
-            "taint -> effective p99 {:.2} s, OUTSIDE the {:.0} s probe window",
+            "taint -> effective (no faults): p50 {} s, p99 {:.2} s, OUTSIDE the {:.0} s probe window",
+            secs(p50),
             p / 1000.0,
             PROBE_WINDOW_MS / 1000.0
         ),
         None => "no cut measured".to_string(),
     };
+    let faults = match (percentile(&disrupted, 50.0), percentile(&disrupted, 99.0)) {
+        (Some(a), Some(b)) => format!(
+            "taint -> effective under faults and kills: p50 {} s, p99 {} s\n",
+            secs(Some(a)),
+            secs(Some(b))
+        ),
+        _ => String::new(),
+    };
     format!(
-        "Summary ({preset}):\n{table}{verdict}\nend state exact in every scenario: {}\n",
+        "Summary ({preset}):\n{table}{verdict}\n{faults}end state exact in every scenario: {}\n",
         if exact { "yes" } else { "NO" }
     )
 }
@@ -164,6 +185,7 @@ mod tests {
         assert!(text.contains("end state exact in every scenario: yes"));
         let bad = Outcome {
             name: "b".into(),
+            disrupted: false,
             problems: vec!["x".into()],
             cut_ms: vec![12_000.0],
             ..Default::default()

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     pub name: String,
+    /// Played under injected faults or process kills: reported apart from the headline.
+    pub disrupted: bool,
     pub problems: Vec<String>,
     /// Per-node and per-LB detail lines.
     pub lines: Vec<String>,

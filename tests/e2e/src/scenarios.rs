@@ -39,6 +39,17 @@ impl Scenario {
         Scenario::OutsideWriter,
     ];
 
+    /// Whether the scenario injects faults or kills processes.
+    pub fn disrupted(self) -> bool {
+        matches!(
+            self,
+            Scenario::ThrottlingStorm
+                | Scenario::SignalLeaderKill
+                | Scenario::ActuatorKill
+                | Scenario::OutsideWriter
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Scenario::OutOfService => "out-of-service taint",
@@ -64,6 +75,7 @@ pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome 
     let since = jiff::Timestamp::now();
     let mut outcome = Outcome {
         name: scenario.name().to_string(),
+        disrupted: scenario.disrupted(),
         ..Default::default()
     };
     let mut windows = Vec::new();
