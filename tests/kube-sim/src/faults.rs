@@ -5,7 +5,8 @@ use crate::status::ApiError;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Fail the next `count` matching requests with `status` (429, 500, 503, 504, ...).
+/// Fail the next `count` matching requests with `status` (429, 500, 503, 504, ...). On a
+/// named object, 404 and 409 get the real `NotFound` / `Conflict` bodies for that object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailRule {

@@ -211,7 +211,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         let _ = paused.wait_for(|p| !*p).await;
     }
     let resp = match injected {
-        Some(e) => error_response(&e),
+        Some(e) => error_response(&shape_injected(e, &route)),
         None => dispatch(&shared, route, &req, watch),
     };
     shared.faults.lock().record(RequestRecord {
@@ -221,6 +221,20 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
     });
     resp
+}
+
+/// Gives an injected 404/409/410 the body the real server would send for this route, so
+/// clients classify it as they would a genuine one (`Conflict` for a taint PATCH, ...).
+fn shape_injected(e: ApiError, route: &Route) -> ApiError {
+    let Route::Resource(t) = route else {
+        return e;
+    };
+    match (e.code, &t.name) {
+        (404, Some(name)) => ApiError::not_found(t.view.resource(), name),
+        (409, Some(name)) => ApiError::conflict(t.view.resource(), name),
+        (410, _) => ApiError::expired("The resourceVersion for the provided list is too old."),
+        _ => e,
+    }
 }
 
 async fn read_body(body: Incoming) -> Result<Bytes, ApiError> {

@@ -227,6 +227,24 @@ async fn golden_status_bodies() {
     assert_eq!(r.json()["reason"], "TooManyRequests");
     assert_eq!(r.json()["details"]["retryAfterSeconds"], 1);
 
+    // An injected 409 on a named object is the real Conflict for it.
+    sim.fail_next(FailRule::new(409, 1).verb("PATCH"));
+    let r = raw(
+        &sim,
+        "PATCH",
+        &format!("/api/v1/nodes/{SPOT}"),
+        Some("application/merge-patch+json"),
+        b"{}",
+    )
+    .await;
+    assert_eq!(
+        r.json()["message"],
+        format!(
+            "Operation cannot be fulfilled on nodes \"{SPOT}\": the object has been modified; please apply your changes to the latest version and try again"
+        )
+    );
+    assert_eq!(r.json()["reason"], "Conflict");
+
     // Delete answers a Success Status.
     let r = raw(&sim, "DELETE", &format!("/api/v1/nodes/{SPOT}"), None, b"").await;
     assert_eq!(r.status, 200);
