@@ -498,6 +498,15 @@ pub struct FakeActuator {
 
 impl FakeActuator {
     pub async fn start(name: &str, mode: Mode) -> Self {
+        Self::start_with(name, mode, None).await
+    }
+
+    /// With TLS (server identity and, for mTLS, the client CA) when given.
+    pub async fn start_with(
+        name: &str,
+        mode: Mode,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(FakeState {
@@ -506,12 +515,13 @@ impl FakeActuator {
             mode: Mutex::new(mode),
         });
         let svc = ActuatorServer::new(FakeSvc(state.clone()));
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls).unwrap();
+        }
         let task = tokio::spawn(async move {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-            let _ = tonic::transport::Server::builder()
-                .add_service(svc)
-                .serve_with_incoming(incoming)
-                .await;
+            let _ = builder.add_service(svc).serve_with_incoming(incoming).await;
         });
         Self { addr, state, task }
     }

@@ -1,0 +1,117 @@
+//! mTLS towards the actuator: a client certificate from the configured flags is presented and
+//! the actuator's certificate is checked against `--tls-ca` and `--tls-server-name`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use cutover_proto::v1::AdminState;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+struct Pki {
+    ca: String,
+    server: (String, String),
+    client: (String, String),
+}
+
+fn pki() -> Pki {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "test CA");
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |name: &str, usage| {
+        let mut p = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    Pki {
+        server: leaf(
+            "actuator-svc.cutover.svc",
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ),
+        client: leaf(
+            "signal-svc.cutover.svc",
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ),
+        ca: ca.pem(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_over_mtls_and_refuses_without_client_cert() {
+    let pki = pki();
+    let c = cluster(6).await;
+    let write = |name: &str, body: &str| {
+        let p = c.dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let ca = write("ca.crt", &pki.ca);
+    let cert = write("tls.crt", &pki.client.0);
+    let key = write("tls.key", &pki.client.1);
+    let tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(&pki.server.0, &pki.server.1))
+        .client_ca_root(Certificate::from_pem(&pki.ca));
+    let act = FakeActuator::start_with("tls", Mode::Effective, Some(tls)).await;
+
+    // Without a client certificate the actuator refuses the handshake: never ready.
+    let bad = start(
+        &c,
+        "pod-x",
+        &[act.endpoint()],
+        &[
+            &format!("--tls-ca={ca}"),
+            "--tls-server-name=actuator-svc.cutover.svc",
+            "--lease-name=other",
+        ],
+    )
+    .await;
+    eventually("reconnect attempts", || async {
+        (bad.metric("cutover_signal_stream_reconnects_total", "")
+            .await
+            >= 2.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(bad.get("/ready").await.0, 503);
+    assert_eq!(act.state.completed_snapshots(), 0);
+    bad.stop().await;
+
+    let good = start(
+        &c,
+        "pod-a",
+        &[act.endpoint()],
+        &[
+            &format!("--tls-ca={ca}"),
+            &format!("--tls-cert={cert}"),
+            &format!("--tls-key={key}"),
+            "--tls-server-name=actuator-svc.cutover.svc",
+        ],
+    )
+    .await;
+    good.wait_ready().await;
+    let node = c.node_names().await[0].clone();
+    c.add_taint(
+        &node,
+        "node.kubernetes.io/out-of-service",
+        None,
+        "NoExecute",
+    )
+    .await;
+    eventually("Down over mTLS", || async {
+        (act.state.latest_state(&node) == Some(AdminState::Down)).then_some(())
+    })
+    .await;
+    good.stop().await;
+}
