@@ -299,8 +299,10 @@ impl Writer {
             };
             match outcome {
                 Ok(()) => {
-                    self.verify(&targets);
-                    return Ok(());
+                    // Plan again on the read-back: entries that read the desired state are
+                    // reported EFFECTIVE; anything still unsettled (another writer's operation
+                    // started meanwhile) or newly asked for is written in the next pass.
+                    self.backoff.reset();
                 }
                 Err(e @ (WriteError::Stale | WriteError::Busy)) => {
                     if matches!(e, WriteError::Busy) {
@@ -338,22 +340,6 @@ impl Writer {
             }
         }
         Err(self.backoff.next_delay(jitter()))
-    }
-
-    /// After a completed write and read-back: report entries that read the desired state.
-    fn verify(&self, targets: &[TargetView]) {
-        let plan = self.plan(targets);
-        for (tp, tv) in plan.targets.iter().zip(targets) {
-            if tp.already && !tp.entries.is_empty() {
-                self.store.report(
-                    &self.lb,
-                    &tp.key,
-                    tv.version,
-                    LbProgress::Effective(tp.entries.clone()),
-                    &[],
-                );
-            }
-        }
     }
 
     async fn write_whole(

@@ -85,14 +85,9 @@ async fn superseded_operations_are_rewritten_until_both_hold() {
         b.client
             .set_node_admin_state(set_req(n2, AdminState::Down, WaitFor::Effective)),
     );
-    assert_eq!(
-        phase(&ra.unwrap().into_inner().result.unwrap()),
-        ResultPhase::Effective
-    );
-    assert_eq!(
-        phase(&rb.unwrap().into_inner().result.unwrap()),
-        ResultPhase::Effective
-    );
+    let (ra, rb) = (ra.unwrap().into_inner(), rb.unwrap().into_inner());
+    assert_eq!(phase(&ra.result.unwrap()), ResultPhase::Effective);
+    assert_eq!(phase(&rb.result.unwrap()), ResultPhase::Effective);
     assert!(all_are(&sim, &cluster, n1, "Down"));
     assert!(all_are(&sim, &cluster, n2, "Down"));
 }
@@ -252,5 +247,49 @@ async fn per_pool_strategy_is_correct_too() {
         sim.requests()
             .iter()
             .any(|r| r.method == "PUT" && r.path.contains("/backendAddressPools/"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_remaining_write_quota_slows_writes_down() {
+    let (sim, cluster) = start_sim("aks").await;
+    // A nearly exhausted write budget: every answer reports fewer than 20 writes left.
+    sim.set_limits(arm_sim::throttle::Limits {
+        writes: arm_sim::throttle::Limit {
+            capacity: 15.0,
+            refill_per_sec: 5.0,
+        },
+        ..Default::default()
+    });
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    for i in 0..3 {
+        let rsp = a
+            .client
+            .set_node_admin_state(set_req(
+                &cluster.nodes[i],
+                AdminState::Down,
+                WaitFor::Effective,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(phase(&rsp.result.unwrap()), ResultPhase::Effective);
+    }
+    let (_, metrics) = http_get(a.running.admin_addr, "/metrics").await;
+    let gauge = metrics
+        .lines()
+        .find(|l| l.starts_with("cutover_actuator_arm_remaining_quota{class=\"write\"}"))
+        .unwrap_or_else(|| panic!("no write quota gauge:\n{metrics}"));
+    let value: f64 = gauge.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(value < 20.0, "{gauge}");
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("cutover_actuator_arm_rate_limited_total{class=\"write\"}")
+            && !l.ends_with(" 0")),
+        "writes were held back by the client-side brake:\n{metrics}"
+    );
+    assert!(
+        sim.requests().iter().all(|r| r.status != 429),
+        "slowed down before ARM throttled"
     );
 }
