@@ -114,7 +114,21 @@ impl Shared {
                         tracing::info!(node = %state.node.name, uid = %state.node.uid, desired = label, reasons = ?state.reasons, "desired state changed");
                     }
                 }
-                touched.extend(core.dispatch.apply(change, now));
+                let eps = core.dispatch.apply(change, now);
+                if self.dry_run {
+                    match change {
+                        Change::Set { state, .. }
+                            if core.dispatch.current(&state.node.uid).is_some() =>
+                        {
+                            tracing::info!(node = %state.node.name, desired = ?state.desired, reasons = ?state.reasons, "dry-run: would send");
+                        }
+                        Change::Removed { node, .. } => {
+                            tracing::info!(node = %node.name, "dry-run: would send Forget")
+                        }
+                        Change::Set { .. } => {}
+                    }
+                }
+                touched.extend(eps);
             }
             self.metrics
                 .asserted_nodes

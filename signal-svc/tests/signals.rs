@@ -112,6 +112,22 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
             .await
             >= 6.0
     );
+    // Every Down and None of the five cases reached EFFECTIVE, and was timed.
+    assert!(
+        svc.metric("cutover_signal_signal_to_effective_seconds_count", "")
+            .await
+            >= 10.0
+    );
+    assert!(
+        svc.metric("cutover_signal_signal_to_accepted_seconds_count", "")
+            .await
+            >= 10.0
+    );
+    assert!(
+        svc.metric("cutover_signal_results_total", "effective")
+            .await
+            >= 10.0
+    );
     svc.stop().await;
 }
 
@@ -203,6 +219,13 @@ async fn spot_notice_taints_exactly_once_and_ignores_noise() {
         )]
     );
     assert!(act.state.latest(noisy).is_none());
+    eventually("notice window observed at EFFECTIVE", || async {
+        (svc.metric("cutover_signal_notice_window_remaining_seconds_count", "")
+            .await
+            == 1.0)
+            .then_some(())
+    })
+    .await;
     assert_eq!(
         act.state
             .deltas(target)
