@@ -61,10 +61,22 @@ async fn connect(port: u16) -> ActuatorClient<tonic::transport::Channel> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_identity_binary_writes_and_drains_on_sigterm() {
+    managed_identity_run(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_assigned_managed_identity_binary_writes() {
+    managed_identity_run(true).await;
+}
+
+async fn managed_identity_run(user_assigned: bool) {
     let (sim, cluster) = sim().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = cluster.azure_json();
     cfg["useManagedIdentityExtension"] = true.into();
+    if user_assigned {
+        cfg["userAssignedIdentityID"] = sim.managed_identity_client_id().into();
+    }
     cfg.as_object_mut().unwrap().remove("aadClientSecret");
     cfg.as_object_mut().unwrap().remove("aadClientId");
     let path = dir.path().join("azure.json");

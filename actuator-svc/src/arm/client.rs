@@ -512,3 +512,52 @@ impl ArmClient {
         Ok(nics)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> Headers {
+        let mut h = Headers::new();
+        for (k, v) in pairs {
+            h.insert(HeaderName::from_static(k), v.to_string());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_in_seconds_milliseconds_and_http_dates() {
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "7")])),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "7"), ("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(30);
+        let date = soon
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap();
+        let d = retry_after(&headers(&[("retry-after", &date)])).unwrap();
+        assert!(
+            d > Duration::from_secs(25) && d <= Duration::from_secs(30),
+            "{d:?}"
+        );
+        assert_eq!(retry_after(&headers(&[("retry-after", "soon")])), None);
+        assert_eq!(retry_after(&headers(&[])), None);
+    }
+
+    #[test]
+    fn cloud_errors_carry_code_message_and_detail_codes() {
+        let body = br#"{"error":{"code":"RetryableError","message":"A retryable error occurred.","details":[{"code":"RetryableErrorDueToAnotherOperation","message":"Operation X is updating resource Y."}]}}"#;
+        let (code, message, details) = cloud_error(body);
+        assert_eq!(code, "RetryableError");
+        assert!(message.contains("Operation X is updating"));
+        assert_eq!(details, vec!["RetryableErrorDueToAnotherOperation"]);
+        assert_eq!(
+            cloud_error(b"not json"),
+            (String::new(), String::new(), vec![])
+        );
+    }
+}
