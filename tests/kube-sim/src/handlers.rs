@@ -8,10 +8,11 @@ use crate::params;
 use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
 use crate::resource::{Key, View};
 use crate::router::{EmptyTarget, Target};
-use crate::server::{Body, Req, Shared, State, json_response};
+use crate::server::{Body, Req, Shared, State, json_response, raw_json_response};
 use crate::status::{self, ApiError, FieldError, Resource};
 use crate::store::StoreError;
 use crate::table;
+use bytes::Bytes;
 use http::{Method, Response};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -91,10 +92,10 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
             }
             _ => (state.store.list(t.view.kind(), ns), current),
         };
-        let items: Vec<Value> = objects
+        let items: Vec<Bytes> = objects
             .into_iter()
             .filter(|(_, o)| opts.matches(o))
-            .map(|(_, o)| objects::to_list_item(t.view, &o))
+            .map(|(_, o)| list_item_bytes(t.view, &o))
             .collect();
         state.pager.first(items, rv, opts.limit, opts.filtered())
     };
@@ -111,7 +112,8 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
         let include = req.param("includeObject");
         let rows = page
             .items
-            .into_iter()
+            .iter()
+            .filter_map(|item| serde_json::from_slice::<Value>(item).ok())
             .map(|item| {
                 let stored = objects::to_stored(t.view, &item);
                 let object = table::row_object(include, objects::to_view(t.view, &stored));
@@ -123,11 +125,33 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
             &table::table(t.view, rows, Value::Object(meta)),
         ));
     }
-    Ok(json_response(
-        200,
-        &json!({"kind": t.view.list_kind(), "apiVersion": t.view.api_version(),
-                "metadata": meta, "items": page.items}),
-    ))
+    // Assembled from the serialized items, so large lists are not re-encoded.
+    let head =
+        json!({"kind": t.view.list_kind(), "apiVersion": t.view.api_version(), "metadata": meta});
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    let mut body =
+        Vec::with_capacity(head.len() + page.items.iter().map(|i| i.len() + 1).sum::<usize>() + 12);
+    // `head` ends with `}`: reopen it to append `"items":[...]`.
+    body.extend_from_slice(&head[..head.len().saturating_sub(1)]);
+    body.extend_from_slice(b",\"items\":[");
+    for (n, item) in page.items.iter().enumerate() {
+        if n > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(b"]}");
+    Ok(raw_json_response(200, body))
+}
+
+/// A list item as the view shows it (no type meta), serialized.
+fn list_item_bytes(view: View, stored: &Value) -> Bytes {
+    let bytes = if view == View::EventsV1 {
+        serde_json::to_vec(&objects::to_list_item(view, stored))
+    } else {
+        serde_json::to_vec(stored)
+    };
+    Bytes::from(bytes.unwrap_or_default())
 }
 
 fn dry_run(req: &Req) -> Result<bool, ApiError> {
@@ -224,7 +248,7 @@ fn create(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
             if state.store.get(&k).is_some() {
                 return Err(ApiError::already_exists(t.view.resource(), &name));
             }
-            obj
+            Arc::new(obj)
         } else {
             state
                 .store
@@ -273,7 +297,7 @@ fn finish_update(
     mut new: Value,
     old: &Value,
     dry: bool,
-) -> Result<Value, ApiError> {
+) -> Result<Arc<Value>, ApiError> {
     if t.view == View::Node {
         // The main resource cannot change status, the status subresource cannot change spec.
         let keep = if t.subresource.is_some() {
@@ -298,7 +322,7 @@ fn finish_update(
     let mut probe = new.clone();
     crate::store::set_rv(&mut probe, rv_of(old).parse().unwrap_or(0));
     if probe == *old || dry {
-        return Ok(if dry { probe } else { old.clone() });
+        return Ok(Arc::new(if dry { probe } else { old.clone() }));
     }
     state
         .store
@@ -352,7 +376,7 @@ fn replace(shared: &Arc<Shared>, t: &Target, name: &str, req: &Req) -> Reply {
     let stored = finish_update(&mut state, t, name, obj, &old, dry);
     drop(state);
     shared.notify();
-    Ok(json_response(200, &objects::to_view(t.view, &stored?)))
+    Ok(json_response(200, &objects::to_view(t.view, &*stored?)))
 }
 
 fn create_from(state: &mut State, t: &Target, mut obj: Value, dry: bool) -> Reply {

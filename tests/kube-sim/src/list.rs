@@ -7,14 +7,16 @@
 //! (410), as after an etcd compaction.
 
 use crate::status::ApiError;
-use serde_json::Value;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// One page: items, the snapshot RV, the next token and how many items remain after it.
+/// One page: items (each one serialized JSON object), the snapshot RV, the next token and
+/// how many items remain after it. Items are kept serialized: a snapshot of thousands of
+/// nodes is then a few MB, not the tens a `serde_json::Value` tree takes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
-    pub items: Vec<Value>,
+    pub items: Vec<Bytes>,
     pub rv: u64,
     pub continue_token: Option<String>,
     pub remaining: Option<usize>,
@@ -23,7 +25,7 @@ pub struct Page {
 #[derive(Debug)]
 struct Snapshot {
     rv: u64,
-    items: Arc<Vec<Value>>,
+    items: Arc<Vec<Bytes>>,
     /// Whether the list was filtered (then remainingItemCount is not reported).
     filtered: bool,
 }
@@ -50,7 +52,7 @@ impl Pager {
     /// The first page of `items` (the whole list at `rv`, already filtered).
     pub fn first(
         &mut self,
-        items: Vec<Value>,
+        items: Vec<Bytes>,
         rv: u64,
         limit: Option<usize>,
         filtered: bool,
@@ -114,7 +116,7 @@ impl Pager {
 
 /// The page of `items` starting at `offset`.
 fn cut(
-    items: &[Value],
+    items: &[Bytes],
     id: u64,
     offset: usize,
     rv: u64,
@@ -164,8 +166,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn items(n: usize) -> Vec<Value> {
-        (0..n).map(|i| json!({"i": i})).collect()
+    fn items(n: usize) -> Vec<Bytes> {
+        (0..n)
+            .map(|i| Bytes::from(json!({"i": i}).to_string()))
+            .collect()
     }
 
     #[test]
@@ -176,7 +180,7 @@ mod tests {
         assert_eq!(first.remaining, Some(3));
         let t = first.continue_token.unwrap();
         let second = p.next(&t, Some(2), 1).unwrap();
-        assert_eq!(second.items, vec![json!({"i": 2}), json!({"i": 3})]);
+        assert_eq!(second.items, items(4)[2..].to_vec());
         assert_eq!(second.rv, 42);
         let third = p.next(&second.continue_token.unwrap(), Some(2), 1).unwrap();
         assert_eq!(third.items.len(), 1);

@@ -112,6 +112,17 @@ pub fn json_response(status: u16, value: &Value) -> Response<Body> {
     resp
 }
 
+/// A response from already serialized JSON.
+pub fn raw_json_response(status: u16, body: Vec<u8>) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// The `Status` response for an error.
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let mut resp = json_response(e.code, &e.to_status());

@@ -3,7 +3,8 @@
 //!
 //! Pure and synchronous; the server wraps it in a lock and wakes watchers after each write.
 //! Objects are stored without `kind`/`apiVersion` (views add them on the way out); events are
-//! stored in their core/v1 shape.
+//! stored in their core/v1 shape. Objects are shared (`Arc`) between the current state and the
+//! history, so a change costs one copy of the object, not three.
 
 use crate::resource::{Key, Kind};
 use serde_json::Value;
@@ -25,10 +26,10 @@ pub struct Change {
     pub key: Key,
     pub change: ChangeType,
     /// The new state; for a deletion the last state, stamped with the deletion's RV.
-    pub object: Value,
+    pub object: Arc<Value>,
     /// The state before the write (None for a creation). Selector-filtered watches need it
     /// to turn "stopped matching" into DELETED, as the real watch cache does.
-    pub prev: Option<Value>,
+    pub prev: Option<Arc<Value>>,
 }
 
 /// Store failures; the HTTP layer maps them onto `Status` bodies.
@@ -47,7 +48,7 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<Key, Value>,
+    objects: BTreeMap<Key, Arc<Value>>,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
     /// The oldest RV a watch or exact list may start from.
@@ -77,11 +78,11 @@ impl Store {
     }
 
     pub fn get(&self, key: &Key) -> Option<&Value> {
-        self.objects.get(key)
+        self.objects.get(key).map(|v| v.as_ref())
     }
 
     /// Objects of `kind`, in key order (namespace, then name), optionally in one namespace.
-    pub fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<(Key, Value)> {
+    pub fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<(Key, Arc<Value>)> {
         self.objects
             .iter()
             .filter(|(k, _)| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns))
@@ -95,14 +96,14 @@ impl Store {
         kind: Kind,
         namespace: Option<&str>,
         rv: u64,
-    ) -> Result<Vec<(Key, Value)>, StoreError> {
+    ) -> Result<Vec<(Key, Arc<Value>)>, StoreError> {
         if rv < self.floor {
             return Err(StoreError::TooOld {
                 requested: rv,
                 oldest: self.floor,
             });
         }
-        let mut state: BTreeMap<Key, Value> = self.list(kind, namespace).into_iter().collect();
+        let mut state: BTreeMap<Key, Arc<Value>> = self.list(kind, namespace).into_iter().collect();
         for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
             if change.key.kind != kind || namespace.is_some_and(|ns| ns != change.key.namespace) {
                 continue;
@@ -116,37 +117,40 @@ impl Store {
     }
 
     /// Stores a new object; returns it with its resourceVersion.
-    pub fn create(&mut self, key: Key, mut object: Value) -> Result<Value, StoreError> {
+    pub fn create(&mut self, key: Key, mut object: Value) -> Result<Arc<Value>, StoreError> {
         if self.objects.contains_key(&key) {
             return Err(StoreError::AlreadyExists);
         }
         let rv = self.bump();
         set_rv(&mut object, rv);
+        let object = Arc::new(object);
         self.objects.insert(key.clone(), object.clone());
         self.record(rv, key, ChangeType::Added, object.clone(), None);
         Ok(object)
     }
 
     /// Replaces an existing object; returns it with its new resourceVersion.
-    pub fn update(&mut self, key: Key, mut object: Value) -> Result<Value, StoreError> {
+    pub fn update(&mut self, key: Key, mut object: Value) -> Result<Arc<Value>, StoreError> {
         let Some(prev) = self.objects.get(&key).cloned() else {
             return Err(StoreError::NotFound);
         };
         let rv = self.bump();
         set_rv(&mut object, rv);
+        let object = Arc::new(object);
         self.objects.insert(key.clone(), object.clone());
         self.record(rv, key, ChangeType::Modified, object.clone(), Some(prev));
         Ok(object)
     }
 
     /// Removes an object; returns its last state stamped with the deletion's RV.
-    pub fn delete(&mut self, key: &Key) -> Result<Value, StoreError> {
+    pub fn delete(&mut self, key: &Key) -> Result<Arc<Value>, StoreError> {
         let Some(prev) = self.objects.remove(key) else {
             return Err(StoreError::NotFound);
         };
         let rv = self.bump();
-        let mut last = prev.clone();
+        let mut last = prev.as_ref().clone();
         set_rv(&mut last, rv);
+        let last = Arc::new(last);
         self.record(
             rv,
             key.clone(),
@@ -192,8 +196,8 @@ impl Store {
         rv: u64,
         key: Key,
         change: ChangeType,
-        object: Value,
-        prev: Option<Value>,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
     ) {
         self.history.push_back(Arc::new(Change {
             rv,

@@ -269,8 +269,8 @@ mod tests {
             rv: 5,
             key: Key::new(Kind::Node, "", "n"),
             change: kind,
-            object: obj(now),
-            prev: prev.map(obj),
+            object: Arc::new(obj(now)),
+            prev: prev.map(|p| Arc::new(obj(p))),
         }
     }
 
