@@ -27,6 +27,8 @@ pub struct LbCache {
 pub struct SharedCache {
     lbs: RwLock<BTreeMap<String, LbCache>>,
     nics: RwLock<NicMap>,
+    /// Wakes the NIC refresher early when a node could not be resolved.
+    nic_refresh: tokio::sync::Notify,
 }
 
 impl SharedCache {
@@ -38,6 +40,16 @@ impl SharedCache {
     /// The cache of one LB.
     pub fn get(&self, lb: &str) -> Option<LbCache> {
         self.lbs.read().get(lb).cloned()
+    }
+
+    /// Asks for an early NIC list refresh (a node may be a VM we have not seen yet).
+    pub fn request_nic_refresh(&self) {
+        self.nic_refresh.notify_one();
+    }
+
+    /// Resolves when an early NIC refresh was asked for.
+    pub async fn nic_refresh_requested(&self) {
+        self.nic_refresh.notified().await;
     }
 
     /// Replaces the NIC map.

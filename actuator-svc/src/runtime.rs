@@ -268,13 +268,17 @@ async fn nic_refresher(
     every: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Early refreshes (unresolved nodes) are rate-limited to one per this interval.
+    const MIN_GAP: Duration = Duration::from_secs(5);
     loop {
         match arm.list_nics().await {
             Ok(nics) => cache.set_nics(index::nic_map(&nics)),
             Err(e) => tracing::warn!(error = %e, "listing NICs failed"),
         }
+        let earliest = tokio::time::Instant::now() + MIN_GAP;
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
+            _ = cache.nic_refresh_requested() => tokio::time::sleep_until(earliest).await,
             _ = shutdown.changed() => return,
         }
     }

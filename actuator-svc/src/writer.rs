@@ -228,6 +228,7 @@ impl Writer {
                 && self.cache_age().is_some_and(|a| a > Duration::from_secs(2))
             {
                 refreshed_for_unknown = true;
+                self.cache.request_nic_refresh();
                 if self.refresh().await.is_ok() {
                     continue;
                 }
