@@ -92,10 +92,10 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
             }
             _ => (state.store.list(t.view.kind(), ns), current),
         };
-        let items: Vec<Bytes> = objects
+        let items: Vec<Arc<Value>> = objects
             .into_iter()
             .filter(|(_, o)| opts.matches(o))
-            .map(|(_, o)| list_item_bytes(t.view, &o))
+            .map(|(_, o)| o)
             .collect();
         state.pager.first(items, rv, opts.limit, opts.filtered())
     };
@@ -113,11 +113,9 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
         let rows = page
             .items
             .iter()
-            .filter_map(|item| serde_json::from_slice::<Value>(item).ok())
-            .map(|item| {
-                let stored = objects::to_stored(t.view, &item);
-                let object = table::row_object(include, objects::to_view(t.view, &stored));
-                (stored, object)
+            .map(|stored| {
+                let object = table::row_object(include, objects::to_view(t.view, stored));
+                (stored.as_ref().clone(), object)
             })
             .collect();
         return Ok(json_response(
@@ -125,12 +123,11 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
             &table::table(t.view, rows, Value::Object(meta)),
         ));
     }
-    // Assembled from the serialized items, so large lists are not re-encoded.
+    // Assembled item by item, so the page is encoded once without building a list Value.
     let head =
         json!({"kind": t.view.list_kind(), "apiVersion": t.view.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let mut body =
-        Vec::with_capacity(head.len() + page.items.iter().map(|i| i.len() + 1).sum::<usize>() + 12);
+    let mut body = Vec::with_capacity(head.len() + page.items.len() * 4096);
     // `head` ends with `}`: reopen it to append `"items":[...]`.
     body.extend_from_slice(&head[..head.len().saturating_sub(1)]);
     body.extend_from_slice(b",\"items\":[");
@@ -138,7 +135,7 @@ fn list(shared: &Arc<Shared>, t: &Target, req: &Req) -> Reply {
         if n > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(item);
+        body.extend_from_slice(&list_item_bytes(t.view, item));
     }
     body.extend_from_slice(b"]}");
     Ok(raw_json_response(200, body))

@@ -7,16 +7,16 @@
 //! (410), as after an etcd compaction.
 
 use crate::status::ApiError;
-use bytes::Bytes;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// One page: items (each one serialized JSON object), the snapshot RV, the next token and
-/// how many items remain after it. Items are kept serialized: a snapshot of thousands of
-/// nodes is then a few MB, not the tens a `serde_json::Value` tree takes.
+/// One page: items (stored objects), the snapshot RV, the next token and how many items
+/// remain after it. Stored objects are immutable and shared (`Arc`), so a snapshot of
+/// thousands of nodes costs one pointer per node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
-    pub items: Vec<Bytes>,
+    pub items: Vec<Arc<Value>>,
     pub rv: u64,
     pub continue_token: Option<String>,
     pub remaining: Option<usize>,
@@ -25,7 +25,7 @@ pub struct Page {
 #[derive(Debug)]
 struct Snapshot {
     rv: u64,
-    items: Arc<Vec<Bytes>>,
+    items: Arc<Vec<Arc<Value>>>,
     /// Whether the list was filtered (then remainingItemCount is not reported).
     filtered: bool,
 }
@@ -52,7 +52,7 @@ impl Pager {
     /// The first page of `items` (the whole list at `rv`, already filtered).
     pub fn first(
         &mut self,
-        items: Vec<Bytes>,
+        items: Vec<Arc<Value>>,
         rv: u64,
         limit: Option<usize>,
         filtered: bool,
@@ -116,7 +116,7 @@ impl Pager {
 
 /// The page of `items` starting at `offset`.
 fn cut(
-    items: &[Bytes],
+    items: &[Arc<Value>],
     id: u64,
     offset: usize,
     rv: u64,
@@ -166,10 +166,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn items(n: usize) -> Vec<Bytes> {
-        (0..n)
-            .map(|i| Bytes::from(json!({"i": i}).to_string()))
-            .collect()
+    fn items(n: usize) -> Vec<Arc<Value>> {
+        (0..n).map(|i| Arc::new(json!({"i": i}))).collect()
     }
 
     #[test]
