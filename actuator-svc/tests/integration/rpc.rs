@@ -31,6 +31,11 @@ async fn set_down_then_none_on_every_pool_and_read_it_back() {
         all_are(&sim, &cluster, other, "None"),
         "a neighbour was touched"
     );
+    let outbound = sim.pool("kubernetes", "aksOutboundBackendPool").unwrap();
+    assert!(
+        outbound.entries.iter().all(|e| e.admin_state.is_none()),
+        "the outbound-only pool is not written"
+    );
 
     let got = a
         .client
