@@ -88,6 +88,8 @@ pub fn start(shared: Arc<Shared>, t: &Target, req: &Req) -> Result<Response<Body
     }
     let start = match (opts.send_initial_events, rv) {
         (Some(true), _) => Start::State { end_marker: true },
+        // An explicit sendInitialEvents=false skips the synthetic state (KEP-3157).
+        (Some(false), None) | (Some(false), Some(0)) => Start::After(current),
         (_, None) | (_, Some(0)) => Start::State { end_marker: false },
         (_, Some(n)) => Start::After(n),
     };

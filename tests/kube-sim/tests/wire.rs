@@ -355,6 +355,10 @@ async fn watch_framing_and_too_old_rv() {
                "annotations": {"k8s.io/initial-events-end": "true"}}})
     );
 
+    // sendInitialEvents=false: no synthetic ADDED events.
+    let r = raw(&sim, "GET", "/api/v1/nodes?watch=true&timeoutSeconds=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan", None, b"").await;
+    assert!(r.body.is_empty(), "{}", String::from_utf8_lossy(&r.body));
+
     // With bookmarks allowed and nothing changing, the only line is the bookmark sent 2 s
     // before the deadline (the periodic interval is a minute by default).
     let rv = sim.resource_version();
