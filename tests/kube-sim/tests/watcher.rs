@@ -380,3 +380,45 @@ async fn events_cross_views_on_watches() {
     }
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn selector_watches_see_objects_enter_and_leave() {
+    let sim = sim().await;
+    let nodes: Api<Node> = Api::all(client(&sim));
+    let (reader, writer) = reflector::store::<Node>();
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(
+            nodes.clone(),
+            watcher::Config::default().labels("cutover=blue"),
+        ),
+    )
+    .applied_objects();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {}
+    });
+    reader.wait_until_ready().await.unwrap();
+    assert!(reader.state().is_empty());
+    let label = |v: Option<&str>| Patch::Merge(json!({"metadata": {"labels": {"cutover": v}}}));
+    nodes
+        .patch(SPOT, &PatchParams::default(), &label(Some("blue")))
+        .await
+        .unwrap();
+    eventually("node enters the selection", || {
+        let n = reader.state().len();
+        async move { (n == 1).then_some(()) }
+    })
+    .await;
+    // Stops matching: the watch sends DELETED, the reflector drops it.
+    nodes
+        .patch(SPOT, &PatchParams::default(), &label(Some("green")))
+        .await
+        .unwrap();
+    eventually("node leaves the selection", || {
+        let n = reader.state().len();
+        async move { (n == 0).then_some(()) }
+    })
+    .await;
+    sim.shutdown().await;
+}
