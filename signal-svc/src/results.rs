@@ -174,3 +174,139 @@ pub fn dispatch_result(shared: &Arc<Shared>, events: &mpsc::Sender<NodeEvent>, r
         tracing::warn!("node event queue full; event dropped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::dispatch::Dispatcher;
+    use crate::domain::index::{Change, Desired, DesiredState, NodeIndex, Output};
+    use crate::domain::node::NodeView;
+    use crate::domain::taints::TriggerSet;
+    use crate::state::Core;
+    use cutover_proto::v1::{NodeRef, Version};
+
+    fn shared_with_down_node() -> Shared {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(jiff::SignedDuration::from_mins(15)),
+        };
+        let shared = Shared::new(core, "me".into(), false, tx);
+        shared.become_leader(4);
+        let node = NodeView {
+            name: "n".into(),
+            uid: "u".into(),
+            created: None,
+            provider_id: String::new(),
+            internal_ips: vec![],
+            zone: String::new(),
+            taints: vec![],
+            condition_notice: None,
+        };
+        let state = DesiredState {
+            node,
+            desired: Desired::Down,
+            reasons: vec!["node.kubernetes.io/out-of-service".into()],
+            observed_at: Timestamp::now(),
+            deadline: Some(Timestamp::now() + jiff::SignedDuration::from_secs(30)),
+        };
+        let out = Output {
+            changes: vec![Change::Set {
+                state,
+                previous: None,
+            }],
+            ..Output::default()
+        };
+        shared.absorb(out, Timestamp::now());
+        shared
+    }
+
+    fn result(version: Version, desired: AdminState, phase: ResultPhase) -> NodeResult {
+        NodeResult {
+            node: Some(NodeRef {
+                name: "n".into(),
+                uid: "u".into(),
+                ..NodeRef::default()
+            }),
+            version: Some(version),
+            desired: desired as i32,
+            phase: phase as i32,
+            reason: "boom".into(),
+            ..NodeResult::default()
+        }
+    }
+
+    #[test]
+    fn only_current_versions_and_each_phase_once() {
+        let shared = shared_with_down_node();
+        let current = shared
+            .core
+            .lock()
+            .dispatch
+            .current("u")
+            .and_then(|s| s.version)
+            .unwrap();
+        let now = Timestamp::now();
+        let old = Version { epoch: 3, seq: 99 };
+        assert!(
+            handle(
+                &shared,
+                &result(old, AdminState::Down, ResultPhase::Effective),
+                now
+            )
+            .is_none(),
+            "stale version"
+        );
+        assert!(
+            handle(
+                &shared,
+                &result(current, AdminState::None, ResultPhase::Effective),
+                now
+            )
+            .is_none(),
+            "other state"
+        );
+        assert!(
+            handle(
+                &shared,
+                &result(current, AdminState::Down, ResultPhase::Accepted),
+                now
+            )
+            .is_none()
+        );
+        let ev = handle(
+            &shared,
+            &result(current, AdminState::Down, ResultPhase::Effective),
+            now,
+        )
+        .unwrap();
+        assert_eq!(ev.reason, "LoadBalancerAdminStateDown");
+        assert!(!ev.warning);
+        // A resync re-sends the same version: no second event.
+        assert!(
+            handle(
+                &shared,
+                &result(current, AdminState::Down, ResultPhase::Effective),
+                now
+            )
+            .is_none()
+        );
+        let failed = handle(
+            &shared,
+            &result(current, AdminState::Down, ResultPhase::Failed),
+            now,
+        )
+        .unwrap();
+        assert_eq!(failed.reason, "LoadBalancerAdminStateUpdateFailed");
+        assert!(failed.warning && failed.note.contains("boom"));
+        let text = shared.metrics.encode();
+        assert!(
+            text.contains("cutover_signal_signal_to_effective_seconds_count 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cutover_signal_notice_window_remaining_seconds_count 1\n"),
+            "{text}"
+        );
+    }
+}
