@@ -45,6 +45,9 @@ pub struct Dispatcher {
     seq: u64,
     tombstone_ttl: SignedDuration,
     asserted: HashMap<String, Asserted>,
+    /// Names of nodes removed while asserted, until when a replacement under the same name
+    /// (a reimaged VM keeps its NIC and so its pool entries) gets its `None` asserted.
+    released: HashMap<String, Timestamp>,
     endpoints: Vec<String>,
     outboxes: HashMap<String, Outbox>,
 }
@@ -56,6 +59,7 @@ impl Dispatcher {
             seq: 0,
             tombstone_ttl,
             asserted: HashMap::new(),
+            released: HashMap::new(),
             endpoints: Vec::new(),
             outboxes: HashMap::new(),
         }
@@ -95,6 +99,14 @@ impl Dispatcher {
                 let Some(old) = self.asserted.remove(&node.uid) else {
                     return Vec::new();
                 };
+                self.released.insert(
+                    old.msg
+                        .node
+                        .as_ref()
+                        .map(|n| n.name.clone())
+                        .unwrap_or_default(),
+                    now + self.tombstone_ttl,
+                );
                 let version = self.next_version();
                 let forget = Forget {
                     node: old.msg.node.clone(),
@@ -117,6 +129,16 @@ impl Dispatcher {
                 Some(now + self.tombstone_ttl)
             }
             (Desired::None, Some(a)) => a.tombstone_until,
+            // A replacement for a node removed while asserted: its entries may still read
+            // the old node's `Down`, so its own `None` is asserted like a restore.
+            (Desired::None, None)
+                if self
+                    .released
+                    .remove(&state.node.name)
+                    .is_some_and(|until| until > now) =>
+            {
+                Some(now + self.tombstone_ttl)
+            }
             // A node that was never asserted stays unasserted: `None` is not sent forever.
             (Desired::None, None) => return Vec::new(),
         };
@@ -159,6 +181,7 @@ impl Dispatcher {
         let before = self.asserted.len();
         self.asserted
             .retain(|_, a| a.tombstone_until.is_none_or(|t| t > now));
+        self.released.retain(|_, until| *until > now);
         before - self.asserted.len()
     }
 

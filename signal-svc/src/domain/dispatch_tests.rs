@@ -170,6 +170,33 @@ fn removed_nodes_are_forgotten() {
 }
 
 #[test]
+fn a_replacement_under_the_same_name_gets_its_none_asserted() {
+    let (mut d, ep) = one_endpoint();
+    d.apply(&set("a", Desired::Down), t0());
+    d.snapshot(&ep);
+    d.apply(&removed("a"), t0());
+    d.next_deltas(&ep, 10);
+    // The node registers again (new UID, no trigger taint): its entries still read the old
+    // node's Down, so None is asserted for the new UID, and repeated like a restore.
+    let mut again = set("a", Desired::None);
+    if let Change::Set { state, .. } = &mut again {
+        state.node.uid = "uid-a-2".into();
+    }
+    d.apply(&again, t0() + SignedDuration::from_mins(1));
+    let deltas = d.next_deltas(&ep, 10);
+    assert_eq!(deltas.len(), 1);
+    assert_eq!(delta_of(&deltas[0]).1, AdminState::None as i32);
+    assert_eq!(d.snapshot(&ep)[0].node.as_ref().unwrap().uid, "uid-a-2");
+    // Only once: an unrelated new node is still not asserted, and neither is a replacement
+    // that comes after the memory expired.
+    d.apply(&set("b", Desired::None), t0());
+    d.apply(&removed("a"), t0());
+    d.expire(t0() + SignedDuration::from_mins(20));
+    d.apply(&again, t0() + SignedDuration::from_mins(20));
+    assert!(d.snapshot(&ep).is_empty(), "{:?}", d.snapshot(&ep));
+}
+
+#[test]
 fn endpoint_changes_move_only_affected_nodes() {
     let mut d = Dispatcher::new(SignedDuration::from_mins(15));
     d.set_epoch(1);

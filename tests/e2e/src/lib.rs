@@ -12,6 +12,7 @@ pub mod certs;
 pub mod http;
 pub mod judge;
 pub mod kube_ops;
+pub mod manifests;
 pub mod observe;
 pub mod procs;
 pub mod report;

@@ -10,6 +10,9 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The bearer token signal-svc presents to kube-sim (its service account, as in a cluster).
+pub const SIGNAL_CALLER: &str = "system:serviceaccount:cutover:signal-svc";
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StackOptions {
@@ -82,6 +85,8 @@ pub struct Stack {
     pub kube: kube_sim::KubeSim,
     pub arm: arm_sim::ArmSim,
     pub kubeconfig: PathBuf,
+    /// signal-svc's own kubeconfig: its requests carry [`SIGNAL_CALLER`] in kube-sim's log.
+    pub signal_kubeconfig: PathBuf,
     pub azure_json: PathBuf,
     pub pki: Pki,
     pub actuators: Vec<Service>,
@@ -106,6 +111,8 @@ impl Stack {
         .await?;
         let kubeconfig = options.run_dir.join("kubeconfig");
         kube.write_kubeconfig(&kubeconfig)?;
+        let signal_kubeconfig = options.run_dir.join("kubeconfig-signal-svc");
+        kube.write_kubeconfig_as(&signal_kubeconfig, SIGNAL_CALLER)?;
 
         let mut arm_options = arm_sim::ArmSimOptions {
             seed: arm_sim::seed::Seed::preset(&options.preset, Some(options.nodes))?,
@@ -125,6 +132,7 @@ impl Stack {
             kube,
             arm,
             kubeconfig,
+            signal_kubeconfig,
             azure_json,
             pki,
             actuators: Vec::new(),
@@ -186,7 +194,7 @@ impl Stack {
         let name = format!("signal-{i}");
         let p = &self.pki;
         let spec = Spec::new(&name, bins::path("signal-svc")?)
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--kubeconfig={}", self.signal_kubeconfig.display()))
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg("--namespace=cutover")
             .arg(format!("--identity={name}"))

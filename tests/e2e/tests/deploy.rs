@@ -10,15 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 const OVERLAYS: [&str; 4] = [
     "base",
@@ -27,30 +21,8 @@ const OVERLAYS: [&str; 4] = [
     "overlays/monitoring",
 ];
 
-fn kubectl() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.exists())
-        .expect("kubectl not found on PATH: tests/run.sh installs it (Debian kubernetes-client)")
-}
-
 fn render(dir: &str) -> Vec<Value> {
-    let out = Command::new(kubectl())
-        .arg("kustomize")
-        .arg(repo().join("deploy").join(dir))
-        .output()
-        .expect("run kubectl kustomize");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/{dir} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).unwrap())
-        .filter(|v| !v.is_null())
-        .collect()
+    cutover_e2e::manifests::render(dir).unwrap()
 }
 
 /// Every key path of `original` must survive a typed round trip; returns the lost ones.

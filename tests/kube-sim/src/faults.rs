@@ -74,6 +74,10 @@ pub struct RequestRecord {
     /// The request's Content-Type, if any (e.g. which patch flavour a client sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_type: Option<String>,
+    /// The bearer token the caller sent (the simulator authenticates nobody; this only tells
+    /// callers apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 /// What fault matching needs to know about a request.

@@ -215,6 +215,12 @@ impl KubeSim {
         kubeconfig::write(path, &self.url())
     }
 
+    /// Writes a kubeconfig whose bearer token is `caller`; requests made with it carry
+    /// `caller` in [`RequestRecord::caller`].
+    pub fn write_kubeconfig_as(&self, path: &Path, caller: &str) -> std::io::Result<()> {
+        kubeconfig::write_as(path, &self.url(), caller)
+    }
+
     /// Ends every open watch cleanly; clients re-watch from their last RV.
     pub fn close_watches(&self) {
         self.shared.close_all_watches();

@@ -184,6 +184,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let caller = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
     let body = match read_body(req.into_body()).await {
         Ok(b) => b,
         Err(e) => return error_response(&e),
@@ -230,6 +236,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         path: path_and_query,
         status: resp.status().as_u16(),
         content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
+        caller,
     });
     resp
 }

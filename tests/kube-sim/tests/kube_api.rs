@@ -600,3 +600,22 @@ async fn kubeconfig_file_works_with_kube() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn requests_record_the_caller_token_of_the_kubeconfig() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    sim.write_kubeconfig_as(&path, "signal-svc").unwrap();
+    let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let nodes: Api<Node> = Api::all(kube::Client::try_from(config).unwrap());
+    nodes.list(&ListParams::default()).await.unwrap();
+    let last = sim.requests().pop().unwrap();
+    assert_eq!(last.method, "GET");
+    assert_eq!(last.caller.as_deref(), Some("signal-svc"));
+    sim.shutdown().await;
+}

@@ -1,0 +1,220 @@
+//! Renders `deploy/` overlays with the real `kubectl kustomize` and reads RBAC out of them.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `kubectl` on PATH; tests/run.sh installs it on a fresh machine.
+pub fn kubectl() -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "kubectl not found on PATH: tests/run.sh installs it (Debian kubernetes-client)"
+            )
+        })
+}
+
+/// Every document of `kubectl kustomize deploy/<dir>`.
+pub fn render(dir: &str) -> anyhow::Result<Vec<Value>> {
+    let out = Command::new(kubectl()?)
+        .arg("kustomize")
+        .arg(repo().join("deploy").join(dir))
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "kubectl kustomize deploy/{dir} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc)?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+/// One permission: `(apiGroup, resource, verb, resourceName or "")`.
+pub type Permission = (String, String, String, String);
+
+/// The permissions the (Cluster)Roles bound to `service_account` grant.
+pub fn permissions(docs: &[Value], service_account: &str) -> BTreeSet<Permission> {
+    let bound: BTreeSet<(String, String)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+        .filter(|d| {
+            d["subjects"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["name"] == service_account))
+        })
+        .map(|d| {
+            (
+                d["roleRef"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                d["roleRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    for role in docs.iter().filter(|d| {
+        bound.contains(&(
+            d["kind"].as_str().unwrap_or_default().to_string(),
+            d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        ))
+    }) {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let strings = |key: &str| -> Vec<String> {
+                rule[key]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let names = strings("resourceNames");
+            for group in strings("apiGroups") {
+                for resource in strings("resources") {
+                    for verb in strings("verbs") {
+                        if names.is_empty() {
+                            out.insert((
+                                group.clone(),
+                                resource.clone(),
+                                verb.clone(),
+                                String::new(),
+                            ));
+                        }
+                        for name in &names {
+                            out.insert((
+                                group.clone(),
+                                resource.clone(),
+                                verb.clone(),
+                                name.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The permission a Kubernetes API request needs, from its method and path (`None` for
+/// non-resource paths such as discovery).
+pub fn needed(method: &str, path_and_query: &str) -> Option<Permission> {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => rest,
+        other => other,
+    };
+    let (resource, name) = match rest {
+        [resource] => (*resource, ""),
+        [resource, name, ..] => (*resource, *name),
+        _ => return None,
+    };
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let verb = match (method, name.is_empty(), watch) {
+        ("GET", _, true) => "watch",
+        ("GET", true, false) => "list",
+        ("GET", false, false) => "get",
+        ("POST", _, _) => "create",
+        ("PUT", _, _) => "update",
+        ("PATCH", _, _) => "patch",
+        ("DELETE", true, _) => "deletecollection",
+        ("DELETE", false, _) => "delete",
+        _ => return None,
+    };
+    Some((
+        group.to_string(),
+        resource.to_string(),
+        verb.to_string(),
+        name.to_string(),
+    ))
+}
+
+/// Whether `granted` allows `need` (a rule without resourceNames allows every name).
+pub fn allows(granted: &BTreeSet<Permission>, need: &Permission) -> bool {
+    let (g, r, v, n) = need;
+    granted.contains(&(g.clone(), r.clone(), v.clone(), String::new()))
+        || (!n.is_empty() && granted.contains(need))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(g: &str, r: &str, v: &str, n: &str) -> Permission {
+        (g.into(), r.into(), v.into(), n.into())
+    }
+
+    #[test]
+    fn requests_map_to_verbs() {
+        assert_eq!(
+            needed("GET", "/api/v1/nodes?&limit=500"),
+            Some(p("", "nodes", "list", ""))
+        );
+        assert_eq!(
+            needed("GET", "/api/v1/nodes?&watch=true&resourceVersion=5"),
+            Some(p("", "nodes", "watch", ""))
+        );
+        assert_eq!(
+            needed("PATCH", "/api/v1/nodes/a?"),
+            Some(p("", "nodes", "patch", "a"))
+        );
+        assert_eq!(
+            needed(
+                "PUT",
+                "/apis/coordination.k8s.io/v1/namespaces/cutover/leases/l?"
+            ),
+            Some(p("coordination.k8s.io", "leases", "update", "l"))
+        );
+        assert_eq!(
+            needed("POST", "/apis/events.k8s.io/v1/namespaces/default/events?"),
+            Some(p("events.k8s.io", "events", "create", ""))
+        );
+        assert_eq!(needed("GET", "/version"), None);
+    }
+
+    #[test]
+    fn resource_names_restrict_only_named_rules() {
+        let granted: BTreeSet<Permission> =
+            [p("", "nodes", "get", ""), p("x", "leases", "get", "mine")].into();
+        assert!(allows(&granted, &p("", "nodes", "get", "any")));
+        assert!(allows(&granted, &p("x", "leases", "get", "mine")));
+        assert!(!allows(&granted, &p("x", "leases", "get", "other")));
+        assert!(!allows(&granted, &p("", "nodes", "patch", "a")));
+    }
+}

@@ -1,0 +1,122 @@
+//! RBAC is exactly what signal-svc calls: every request it makes to the (simulated) API server
+//! during a full taint / restore / re-taint cycle and a Spot notice is allowed by the roles
+//! `deploy/base` binds to its service account, and every permission granted was used.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
+use cutover_e2e::judge::State;
+use cutover_e2e::kube_ops::OUT_OF_SERVICE;
+use cutover_e2e::manifests::{allows, needed, permissions, render};
+use cutover_e2e::sandbox::Sandbox;
+use cutover_e2e::stack::{SIGNAL_CALLER, StackOptions};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signal_svc_calls_exactly_what_its_rbac_grants() {
+    let dir = std::env::temp_dir().join(format!("cutover-e2e-rbac-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut sb = Sandbox::start(StackOptions::fast("aks", 8, dir))
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(60);
+    // Down, None, Down again on one node: the repeat of a Node event is a patch.
+    let node = sb.fresh_nodes("userpool", 1).unwrap().remove(0);
+    let mut recorded = 0;
+    for (taint, state) in [
+        (true, State::Down),
+        (false, State::None),
+        (true, State::Down),
+    ] {
+        let t0 = jiff::Timestamp::now();
+        if taint {
+            sb.ops
+                .taint(&node, OUT_OF_SERVICE, None, "NoExecute")
+                .await
+                .unwrap();
+        } else {
+            sb.ops.untaint(&node, OUT_OF_SERVICE).await.unwrap();
+        }
+        sb.wait_state(std::slice::from_ref(&node), state, t0, wait)
+            .await
+            .unwrap();
+        recorded += 1;
+        wait_for_event_writes(&sb, recorded).await;
+    }
+    // A Spot notice makes signal-svc read and patch the node.
+    let spot = sb.fresh_nodes("spotpool", 1).unwrap().remove(0);
+    let t0 = jiff::Timestamp::now();
+    sb.ops.preempt_event(&spot, 30).await.unwrap();
+    sb.wait_state(std::slice::from_ref(&spot), State::Down, t0, wait)
+        .await
+        .unwrap();
+    wait_for_event_writes(&sb, recorded + 1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // a few lease renewals
+    sb.stack.stop().await;
+
+    let granted = permissions(&render("base").unwrap(), "signal-svc");
+    let calls: Vec<_> = sb
+        .stack
+        .kube
+        .requests()
+        .into_iter()
+        .filter(|r| r.caller.as_deref() == Some(SIGNAL_CALLER))
+        .collect();
+    assert!(
+        !calls.is_empty(),
+        "signal-svc made no requests as {SIGNAL_CALLER}"
+    );
+    let mut used = BTreeSet::new();
+    for call in &calls {
+        let Some(need) = needed(&call.method, &call.path) else {
+            continue;
+        };
+        assert!(
+            allows(&granted, &need),
+            "signal-svc called {} {} which its RBAC does not allow ({need:?})",
+            call.method,
+            call.path
+        );
+        used.insert(need);
+    }
+    let unused: Vec<_> = granted
+        .iter()
+        .filter(|g| {
+            !used
+                .iter()
+                .any(|u| u.0 == g.0 && u.1 == g.1 && u.2 == g.2 && (g.3.is_empty() || g.3 == u.3))
+        })
+        .collect();
+    let event_calls: Vec<String> = calls
+        .iter()
+        .filter(|c| c.path.contains("events"))
+        .map(|c| format!("{} {} {}", c.method, c.path, c.status))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "RBAC grants permissions signal-svc never used: {unused:?}\nevent calls: {event_calls:#?}"
+    );
+}
+
+/// Waits until signal-svc has written `n` Node events (one per effective result).
+async fn wait_for_event_writes(sb: &Sandbox, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let writes = sb
+            .stack
+            .kube
+            .requests()
+            .iter()
+            .filter(|r| r.caller.as_deref() == Some(SIGNAL_CALLER))
+            .filter(|r| r.path.starts_with("/apis/events.k8s.io/") && r.method != "GET")
+            .count();
+        if writes >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal-svc wrote {writes} Node events, want {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
