@@ -14,7 +14,11 @@ async fn main() -> anyhow::Result<()> {
             .json()
             .with_env_filter(filter)
             .init(),
-        LogFormat::Plain => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        // Colour only on a terminal: log files and collectors get plain text.
+        LogFormat::Plain => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
     }
     let running = actuator_svc::runtime::start(args, EnvOverrides::from_process()).await?;
     wait_for_signal().await?;
