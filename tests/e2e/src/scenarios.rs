@@ -135,16 +135,7 @@ async fn cut(
         sb.ops.taint(n, key, value, effect).await?;
         sb.down.insert(n.clone());
     }
-    let done = sb
-        .wait_state(nodes, State::Down, t0, WAIT)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    outcome.cut_ms.extend(done.iter().map(|(_, d)| ms(*d)));
-    if nodes.len() <= 4 {
-        for n in nodes {
-            outcome.lines.push(sb.node_line(n, AdminState::Down, t0));
-        }
-    }
+    settle(sb, outcome, nodes, State::Down, t0).await?;
     Ok(t0)
 }
 
@@ -160,17 +151,34 @@ async fn restore(
         sb.ops.untaint(n, key).await?;
         sb.down.remove(n);
     }
+    settle(sb, outcome, nodes, State::None, t0).await?;
+    Ok(t0)
+}
+
+/// Waits for `state` on every entry of `nodes` since `t0` and records the latencies (cut or
+/// restore) and, for a handful of nodes, one detail line each.
+async fn settle(
+    sb: &Sandbox,
+    outcome: &mut Outcome,
+    nodes: &[String],
+    state: State,
+    t0: jiff::Timestamp,
+) -> anyhow::Result<()> {
     let done = sb
-        .wait_state(nodes, State::None, t0, WAIT)
+        .wait_state(nodes, state, t0, WAIT)
         .await
         .map_err(anyhow::Error::msg)?;
-    outcome.restore_ms.extend(done.iter().map(|(_, d)| ms(*d)));
+    let (latencies, desired) = match state {
+        State::Down => (&mut outcome.cut_ms, AdminState::Down),
+        _ => (&mut outcome.restore_ms, AdminState::None),
+    };
+    latencies.extend(done.iter().map(|(_, d)| ms(*d)));
     if nodes.len() <= 4 {
         for n in nodes {
-            outcome.lines.push(sb.node_line(n, AdminState::None, t0));
+            outcome.lines.push(sb.node_line(n, desired, t0));
         }
     }
-    Ok(t0)
+    Ok(())
 }
 
 async fn taint_cycle(
