@@ -202,6 +202,7 @@ mod tests {
             zone: String::new(),
             taints: vec![],
             condition_notice: None,
+            spot_notice_handled: false,
         };
         let state = DesiredState {
             node,

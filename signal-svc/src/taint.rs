@@ -7,7 +7,7 @@
 //! retry instead of dropping their change. Any taint with the draining key means "done".
 
 use crate::domain::index::TaintRequest;
-use crate::domain::taints::{DRAINING, DRAINING_EFFECT, SPOT_EVICTION};
+use crate::domain::taints::{DRAINING, DRAINING_EFFECT, SPOT_EVICTION, SPOT_NOTICE_HANDLED};
 use crate::state::Shared;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams};
@@ -58,7 +58,12 @@ pub async fn add_taint(api: &Api<Node>, req: &TaintRequest) -> Result<Outcome, T
             .as_ref()
             .and_then(|s| s.taints.clone())
             .unwrap_or_default();
-        if taints.iter().any(|t| t.key == DRAINING) {
+        let handled = node
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(SPOT_NOTICE_HANDLED));
+        if handled || taints.iter().any(|t| t.key == DRAINING) {
             return Ok(Outcome::AlreadyPresent);
         }
         taints.push(Taint {
@@ -69,8 +74,14 @@ pub async fn add_taint(api: &Api<Node>, req: &TaintRequest) -> Result<Outcome, T
                 jiff::Timestamp::now(),
             )),
         });
+        // The annotation travels in the same patch as the taint, so "tainted once" survives
+        // leader changes even after an operator removes the taint.
         let patch = serde_json::json!({
-            "metadata": { "resourceVersion": node.metadata.resource_version, "uid": req.uid },
+            "metadata": {
+                "resourceVersion": node.metadata.resource_version,
+                "uid": req.uid,
+                "annotations": { SPOT_NOTICE_HANDLED: jiff::Timestamp::now().to_string() },
+            },
             "spec": { "taints": taints },
         });
         let pp = PatchParams {

@@ -334,6 +334,7 @@ fn down(name: &str) -> Change {
                 zone: String::new(),
                 taints: vec![],
                 condition_notice: None,
+                spot_notice_handled: false,
             },
             desired: Desired::Down,
             reasons: vec![OOS.into()],

@@ -18,6 +18,7 @@ fn view(name: &str) -> NodeView {
         zone: "eastus-1".into(),
         taints: vec![],
         condition_notice: None,
+        spot_notice_handled: false,
     }
 }
 

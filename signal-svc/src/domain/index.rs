@@ -223,7 +223,7 @@ impl NodeIndex {
     pub fn pending_taints(&self) -> Vec<TaintRequest> {
         self.nodes
             .values()
-            .filter(|e| e.notice.is_some() && !has_draining_key(&e.state.node.taints))
+            .filter(|e| e.notice.is_some() && needs_spot_taint(&e.state.node))
             .map(|e| TaintRequest {
                 name: e.state.node.name.clone(),
                 uid: e.state.node.uid.clone(),
@@ -287,7 +287,7 @@ impl NodeIndex {
                 new_notice = true;
             }
         }
-        if new_notice && !has_draining_key(&view.taints) {
+        if new_notice && needs_spot_taint(&view) {
             out.taints.push(TaintRequest {
                 name: view.name.clone(),
                 uid: uid.clone(),
@@ -336,7 +336,7 @@ impl NodeIndex {
             deadline: p.deadline,
         });
         out.signals.push("preempt_event");
-        if !has_draining_key(&entry.state.node.taints) {
+        if needs_spot_taint(&entry.state.node) {
             out.taints.push(TaintRequest {
                 name: entry.state.node.name.clone(),
                 uid: uid.to_owned(),
@@ -369,6 +369,12 @@ impl NodeIndex {
 }
 
 /// An event belongs to the current incarnation of a node when it is not older than the node.
+/// A notice taints a node only if no draining taint is there and signal-svc never tainted this
+/// node object before (an operator may have taken the node back).
+fn needs_spot_taint(node: &NodeView) -> bool {
+    !has_draining_key(&node.taints) && !node.spot_notice_handled
+}
+
 fn event_belongs_to(event_at: Option<Timestamp>, node_created: Option<Timestamp>) -> bool {
     match (event_at, node_created) {
         (Some(e), Some(c)) => e >= c,

@@ -1,5 +1,7 @@
 use super::*;
-use crate::domain::taints::{DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
+use crate::domain::taints::{
+    DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION, SPOT_NOTICE_HANDLED,
+};
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -258,6 +260,31 @@ fn delete_and_reset() {
         now(),
     );
     assert!(same.changes.is_empty(), "an identical relist emits nothing");
+}
+
+#[test]
+fn a_node_taken_back_by_an_operator_is_not_tainted_again() {
+    // signal-svc tainted this node for the notice earlier (annotation on the node), then an
+    // operator removed the taint. A new leader re-deriving state from the cluster must not
+    // add it again for the same, still-present notice.
+    let mut node = mk_node("n", "u", &[]);
+    node.metadata.annotations = Some(
+        [(
+            SPOT_NOTICE_HANDLED.to_string(),
+            "2026-08-01T05:39:01Z".to_string(),
+        )]
+        .into(),
+    );
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&node, now());
+    let out = idx.apply_event(&mk_event("e1", "n", NOTICE, "2026-08-01T05:39:00Z"), now());
+    assert!(out.taints.is_empty(), "{:?}", out.taints);
+    assert!(idx.pending_taints().is_empty());
+    // The same notice on a node without the annotation still taints (the control case).
+    let mut fresh = NodeIndex::new(TriggerSet::default());
+    fresh.apply(&mk_node("n", "u", &[]), now());
+    let out = fresh.apply_event(&mk_event("e1", "n", NOTICE, "2026-08-01T05:39:00Z"), now());
+    assert_eq!(out.taints.len(), 1);
 }
 
 #[test]

@@ -19,6 +19,9 @@ pub struct NodeView {
     pub taints: Vec<TaintView>,
     /// A true `PreemptionScheduled` / `VMEventScheduled (Preempt)` condition.
     pub condition_notice: Option<Notice>,
+    /// signal-svc already tainted this node for a Spot notice (annotation
+    /// [`SPOT_NOTICE_HANDLED`](super::taints::SPOT_NOTICE_HANDLED)).
+    pub spot_notice_handled: bool,
 }
 
 /// Why a node object cannot be used at all.
@@ -103,6 +106,10 @@ impl NodeView {
                 internal_ips,
                 taints,
                 condition_notice,
+                spot_notice_handled: meta
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(super::taints::SPOT_NOTICE_HANDLED)),
             },
             warnings,
         ))

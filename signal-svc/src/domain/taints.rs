@@ -56,6 +56,11 @@ impl TriggerSet {
     }
 }
 
+/// Annotation signal-svc writes together with the spot-eviction taint. It makes "taint once"
+/// durable: an operator who removes the taint while the notice is still in the cluster is
+/// not overruled by the next leader, which re-derives everything from the cluster.
+pub const SPOT_NOTICE_HANDLED: &str = "cutover.io/spot-notice-handled";
+
 /// True when any taint uses the draining key, whatever its value: then signal-svc never adds
 /// its own (an operator's taint is never duplicated or replaced).
 pub fn has_draining_key(taints: &[TaintView]) -> bool {

@@ -168,7 +168,12 @@ impl Sandbox {
         let effective = judge::time_to_effective(&self.stack.cluster, &log, node, state, since);
         let entries = judge::node_entries(&self.stack.cluster, node).len();
         format!(
-            "  {node}: signal 0 ms | accepted {} | effective in ARM {} ({entries} entries) | reported effective {}",
+            "  {node} -> {}: signal 0 ms | accepted {} | effective in ARM {} ({entries} entries) | reported effective {}",
+            if desired == AdminState::Down {
+                "Down"
+            } else {
+                "None"
+            },
             rel(accepted),
             effective.map_or_else(|| "-".to_string(), |d| format!("+{:.0} ms", ms(d))),
             rel(reported),

@@ -174,6 +174,18 @@ async fn settle(
     };
     latencies.extend(done.iter().map(|(_, d)| ms(*d)));
     if nodes.len() <= 4 {
+        // The actuator reports effective after its own read-back, a little after ARM
+        // completed the operation: give the report a moment before printing the line.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && nodes.iter().any(|n| {
+                sb.results
+                    .first(n, desired, cutover_proto::v1::ResultPhase::Effective, t0)
+                    .is_none()
+            })
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         for n in nodes {
             outcome.lines.push(sb.node_line(n, desired, t0));
         }

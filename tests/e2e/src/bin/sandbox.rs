@@ -113,6 +113,11 @@ async fn run(
             "== {preset}: {size} nodes, 2 signal-svc, 2 actuator-svc; logs in {}",
             dir.join(preset).display()
         );
+        if i == 0 {
+            println!(
+                "   building the simulators and services (release; the first run takes minutes)"
+            );
+        }
         let started = std::time::Instant::now();
         let mut sb =
             Sandbox::start(StackOptions::realistic(preset, size, dir.join(preset))).await?;
