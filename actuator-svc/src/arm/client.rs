@@ -355,19 +355,26 @@ impl ArmClient {
     /// LIST the backend pools of `lb`, following `nextLink`. `Ok(None)` when the LB does not exist.
     pub async fn list_pools(&self, lb: &str) -> Result<Option<Vec<Value>>, ArmError> {
         let path = format!("{}/backendAddressPools", self.lb_id(lb));
+        self.list_paged("list_pools", path).await
+    }
+
+    /// GETs a collection and every `nextLink` page after it. `Ok(None)` when the collection's
+    /// parent does not exist (404).
+    async fn list_paged(
+        &self,
+        op: &'static str,
+        path: String,
+    ) -> Result<Option<Vec<Value>>, ArmError> {
         let mut url = self.url(&path)?;
-        let mut pools = Vec::new();
+        let mut items = Vec::new();
         for _page in 0..1000 {
-            let a = match self
-                .call("list_pools", Method::Get, url.clone(), None, None)
-                .await
-            {
+            let a = match self.call(op, Method::Get, url.clone(), None, None).await {
                 Err(e) if e.is_not_found() => return Ok(None),
                 other => other?,
             };
-            let v = Self::json("list_pools", &a, &path)?;
-            if let Some(items) = v.get("value").and_then(Value::as_array) {
-                pools.extend(items.iter().cloned());
+            let v = Self::json(op, &a, &path)?;
+            if let Some(value) = v.get("value").and_then(Value::as_array) {
+                items.extend(value.iter().cloned());
             }
             match v
                 .get("nextLink")
@@ -376,16 +383,16 @@ impl ArmClient {
             {
                 Some(next) => {
                     url = Url::parse(next).map_err(|e| ArmError::Decode {
-                        op: "list_pools",
+                        op,
                         resource: path.clone(),
                         message: format!("bad nextLink: {e}"),
                     })?;
                 }
-                None => return Ok(Some(pools)),
+                None => return Ok(Some(items)),
             }
         }
         Err(ArmError::Decode {
-            op: "list_pools",
+            op,
             resource: path,
             message: "more than 1000 pages".into(),
         })
@@ -480,36 +487,10 @@ impl ArmClient {
             "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkInterfaces",
             self.scope.subscription_id, self.scope.node_resource_group
         );
-        let mut url = self.url(&path)?;
-        let mut nics = Vec::new();
-        for _page in 0..1000 {
-            let a = match self
-                .call("list_nics", Method::Get, url.clone(), None, None)
-                .await
-            {
-                Err(e) if e.is_not_found() => return Ok(nics),
-                other => other?,
-            };
-            let v = Self::json("list_nics", &a, &path)?;
-            if let Some(items) = v.get("value").and_then(Value::as_array) {
-                nics.extend(items.iter().cloned());
-            }
-            match v
-                .get("nextLink")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                Some(next) => {
-                    url = Url::parse(next).map_err(|e| ArmError::Decode {
-                        op: "list_nics",
-                        resource: path.clone(),
-                        message: e.to_string(),
-                    })?
-                }
-                None => return Ok(nics),
-            }
-        }
-        Ok(nics)
+        Ok(self
+            .list_paged("list_nics", path)
+            .await?
+            .unwrap_or_default())
     }
 }
 
