@@ -321,59 +321,59 @@ async fn upgrade_wave(
     let mut nodes = sb.fresh_nodes("spotpool", spot)?;
     nodes.extend(sb.fresh_nodes("userpool", wave - spot)?);
     // Nodes leave in quick succession, as a surge upgrade cordons and taints them.
-    let t0 = jiff::Timestamp::now();
-    let mut tainted_at = Vec::new();
-    for chunk in nodes.chunks(10) {
-        for n in chunk {
-            sb.ops
-                .taint(n, OUT_OF_SERVICE, Some("upgrade"), "NoExecute")
-                .await?;
-            sb.down.insert(n.clone());
-            tainted_at.push((n.clone(), jiff::Timestamp::now()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    sb.wait_state(&nodes, State::Down, t0, WAIT * 2)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    let log = crate::observe::changes(&sb.stack.arm);
-    for (n, at) in &tainted_at {
-        if let Some(d) =
-            crate::judge::time_to_effective(&sb.stack.cluster, &log, n, State::Down, *at)
-        {
-            outcome.cut_ms.push(ms(d));
-        }
-    }
+    let (t0, last) = wave_step(sb, outcome, &nodes, State::Down).await?;
     outcome.lines.push(format!(
         "  {} nodes tainted over {:.1} s",
         nodes.len(),
-        tainted_at
-            .last()
-            .map_or(0.0, |(_, t)| t.duration_since(t0).as_secs_f64())
+        last.duration_since(t0).as_secs_f64()
     ));
-    let t1 = jiff::Timestamp::now();
+    let (t1, _) = wave_step(sb, outcome, &nodes, State::None).await?;
     windows.push(t1);
-    let mut untainted_at = Vec::new();
+    Ok(())
+}
+
+/// Taints (`Down`) or untaints (`None`) `nodes` ten at a time, 100 ms apart, waits for every
+/// entry, and records each node's latency from its own signal. Returns when the step started
+/// and when the last node was signalled.
+async fn wave_step(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    nodes: &[String],
+    state: State,
+) -> anyhow::Result<(jiff::Timestamp, jiff::Timestamp)> {
+    let t0 = jiff::Timestamp::now();
+    let mut signalled_at = Vec::new();
     for chunk in nodes.chunks(10) {
         for n in chunk {
-            sb.ops.untaint(n, OUT_OF_SERVICE).await?;
-            sb.down.remove(n);
-            untainted_at.push((n.clone(), jiff::Timestamp::now()));
+            if state == State::Down {
+                sb.ops
+                    .taint(n, OUT_OF_SERVICE, Some("upgrade"), "NoExecute")
+                    .await?;
+                sb.down.insert(n.clone());
+            } else {
+                sb.ops.untaint(n, OUT_OF_SERVICE).await?;
+                sb.down.remove(n);
+            }
+            signalled_at.push((n.clone(), jiff::Timestamp::now()));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    sb.wait_state(&nodes, State::None, t1, WAIT * 2)
+    sb.wait_state(nodes, state, t0, WAIT * 2)
         .await
         .map_err(anyhow::Error::msg)?;
     let log = crate::observe::changes(&sb.stack.arm);
-    for (n, at) in &untainted_at {
-        if let Some(d) =
-            crate::judge::time_to_effective(&sb.stack.cluster, &log, n, State::None, *at)
-        {
-            outcome.restore_ms.push(ms(d));
-        }
+    let latencies = if state == State::Down {
+        &mut outcome.cut_ms
+    } else {
+        &mut outcome.restore_ms
+    };
+    for (n, at) in &signalled_at {
+        let d = crate::judge::time_to_effective(&sb.stack.cluster, &log, n, state, *at)
+            .ok_or_else(|| anyhow::anyhow!("{n}: no {state:?} after its signal"))?;
+        latencies.push(ms(d));
     }
-    Ok(())
+    let last = signalled_at.last().map_or(t0, |(_, t)| *t);
+    Ok((t0, last))
 }
 
 async fn throttling_storm(
