@@ -2,7 +2,7 @@
 //! did any entry flap, and how long did a node take from signal to effective on every entry.
 //! Inputs are plain values so the rules are unit-tested without a simulator.
 
-use aks_fixture::{Cluster, IpFamily, PoolType};
+use aks_fixture::{Cluster, PoolType};
 use std::collections::{BTreeMap, HashSet};
 
 /// The observable admin state of an entry (unset reads as `None`).
@@ -181,14 +181,6 @@ pub fn time_to_effective(
         latest = latest.max(first.time);
     }
     Some(latest.duration_since(since))
-}
-
-/// Which family a pool serves, for display.
-pub fn family_name(family: IpFamily) -> &'static str {
-    match family {
-        IpFamily::V4 => "IPv4",
-        IpFamily::V6 => "IPv6",
-    }
 }
 
 #[cfg(test)]

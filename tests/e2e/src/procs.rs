@@ -131,11 +131,6 @@ impl Proc {
         ))
     }
 
-    /// The OS process id, while running.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
