@@ -73,7 +73,7 @@ pub struct EntryRef {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SignalMessage {
-    #[prost(oneof = "signal_message::Kind", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "signal_message::Kind", tags = "1, 2, 3, 4, 5, 6")]
     pub kind: ::core::option::Option<signal_message::Kind>,
 }
 /// Nested message and enum types in `SignalMessage`.
@@ -91,7 +91,35 @@ pub mod signal_message {
         Delta(super::NodeDesiredState),
         #[prost(message, tag = "5")]
         Forget(super::Forget),
+        #[prost(message, tag = "6")]
+        Assignment(super::Assignment),
     }
+}
+/// Which load balancers the receiving actuator replica writes. Sent by the signal-svc leader
+/// after `snapshot_end`, again whenever the set of live replicas changes, and periodically as a
+/// heartbeat (same content, same generation) well within `valid_for`.
+///
+/// Fencing: assignments are ordered by `(leader_epoch, generation)`; an actuator ignores one
+/// older than the newest it has accepted. An assignment lapses `valid_for` after it (or its
+/// last heartbeat) was received: a replica that was frozen, partitioned or lost its stream
+/// stops writing on its own before the leader hands its load balancers to another replica.
+/// Every replica already holds every node's desired state, so a new owner starts at once.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Assignment {
+    /// The leader epoch of the sender (as in `Hello.leader_epoch`).
+    #[prost(uint64, tag = "1")]
+    pub leader_epoch: u64,
+    /// Grows with every change of assignment within the epoch.
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    /// Names of the load balancers this replica writes (a subset of `HelloAck.load_balancers`;
+    /// empty: this replica writes nothing, for example a standby).
+    #[prost(string, repeated, tag = "3")]
+    pub load_balancers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// How long the assignment holds without a heartbeat. Required, at most 60 s.
+    #[prost(message, optional, tag = "4")]
+    pub valid_for: ::core::option::Option<::prost_types::Duration>,
 }
 /// Opens a stream.
 #[allow(clippy::all)]
@@ -220,6 +248,14 @@ pub struct NodeResult {
     /// When the actuator received the desired state.
     #[prost(message, optional, tag = "9")]
     pub received_at: ::core::option::Option<::prost_types::Timestamp>,
+    /// The load balancers this result covers: those the replica wrote for this version (its
+    /// assignment). ACCEPTED / EFFECTIVE hold for every entry of the node on these load balancers.
+    /// A replica that gains a load balancer while a version is open sends the phase again with
+    /// the larger set. The sender of the desired states combines results: a node is effective
+    /// when the union of the EFFECTIVE sets of its version covers every managed load balancer.
+    /// Empty: every managed load balancer (an actuator without assignment).
+    #[prost(string, repeated, tag = "10")]
+    pub load_balancers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -538,6 +574,12 @@ pub mod actuator_client {
         /// The stream is level-triggered: on every (re)connect the client sends a full snapshot
         /// again, so the actuator never needs a replay of missed deltas. A node that the snapshot
         /// does not mention is no longer asserted by this stream (its entries are left as they are).
+        ///
+        /// One writer per load balancer across the fleet: the signal-svc leader sends every node's
+        /// state to every actuator replica, and an `Assignment` to each stream naming the load
+        /// balancers that replica writes. An actuator that has received an assignment writes only
+        /// the load balancers of its newest unexpired assignment; one that never received any (a
+        /// tool-only deployment, an older client) writes every managed load balancer.
         pub async fn stream_desired_states(
             &mut self,
             request: impl tonic::IntoStreamingRequest<Message = super::SignalMessage>,
@@ -695,6 +737,12 @@ pub mod actuator_server {
         /// The stream is level-triggered: on every (re)connect the client sends a full snapshot
         /// again, so the actuator never needs a replay of missed deltas. A node that the snapshot
         /// does not mention is no longer asserted by this stream (its entries are left as they are).
+        ///
+        /// One writer per load balancer across the fleet: the signal-svc leader sends every node's
+        /// state to every actuator replica, and an `Assignment` to each stream naming the load
+        /// balancers that replica writes. An actuator that has received an assignment writes only
+        /// the load balancers of its newest unexpired assignment; one that never received any (a
+        /// tool-only deployment, an older client) writes every managed load balancer.
         async fn stream_desired_states(
             &self,
             request: tonic::Request<tonic::Streaming<super::SignalMessage>>,
