@@ -1,45 +1,52 @@
-//! The last pool data read from ARM per load balancer, shared by the LB writers (which own the
-//! updates) and the RPCs that answer from cache.
+//! The last pool data read from ARM per load balancer, as compact indexes, shared by the LB
+//! writers (which own the updates) and the RPCs that answer from cache.
+//!
+//! Readers get `Arc`s: answering a question never copies or rebuilds an index.
 
-use crate::index::{LbPools, NicMap, PoolIndex};
+use crate::index::{LbIndex, NicMap, PoolIndex};
 use parking_lot::RwLock;
-use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// One load balancer as last read.
-#[derive(Debug, Clone, Default)]
-pub struct LbCache {
-    /// False when ARM said 404 (for example no internal LB in this cluster).
-    pub exists: bool,
-    pub id: String,
-    pub pools: Vec<Value>,
-    /// The whole LB (for whole-LB writes), when read with GET.
-    pub raw_lb: Option<Value>,
-    /// The LB-wide etag (every child carries the LB's etag).
-    pub etag: Option<String>,
-    pub fetched: Option<Instant>,
+#[derive(Debug, Clone)]
+struct LbRead {
+    /// `None` when ARM said 404 (for example no internal LB in this cluster).
+    index: Option<Arc<LbIndex>>,
+    fetched: Instant,
 }
 
-/// Every managed LB's cache, plus the NIC map.
+/// Every managed LB's index, plus the NIC map.
 #[derive(Debug, Default)]
 pub struct SharedCache {
-    lbs: RwLock<BTreeMap<String, LbCache>>,
-    nics: RwLock<NicMap>,
+    lbs: RwLock<BTreeMap<String, LbRead>>,
+    nics: RwLock<Arc<NicMap>>,
     /// Wakes the NIC refresher early when a node could not be resolved.
     nic_refresh: tokio::sync::Notify,
 }
 
 impl SharedCache {
-    /// Stores a fresh read of `lb`.
-    pub fn put(&self, lb: &str, cache: LbCache) {
-        self.lbs.write().insert(lb.to_string(), cache);
+    /// Stores a fresh read of `lb` (`None`: it does not exist).
+    pub fn put(&self, lb: &str, index: Option<LbIndex>, fetched: Instant) {
+        self.lbs.write().insert(
+            lb.to_string(),
+            LbRead {
+                index: index.map(Arc::new),
+                fetched,
+            },
+        );
     }
 
-    /// The cache of one LB.
-    pub fn get(&self, lb: &str) -> Option<LbCache> {
-        self.lbs.read().get(lb).cloned()
+    /// The index of one LB (`None` when never read or absent in ARM).
+    pub fn lb(&self, lb: &str) -> Option<Arc<LbIndex>> {
+        self.lbs.read().get(lb).and_then(|r| r.index.clone())
+    }
+
+    /// How old the last read of `lb` is.
+    pub fn age(&self, lb: &str) -> Option<Duration> {
+        self.lbs.read().get(lb).map(|r| r.fetched.elapsed())
     }
 
     /// Asks for an early NIC list refresh (a node may be a VM we have not seen yet).
@@ -54,36 +61,27 @@ impl SharedCache {
 
     /// Replaces the NIC map.
     pub fn set_nics(&self, nics: NicMap) {
-        *self.nics.write() = nics;
+        *self.nics.write() = Arc::new(nics);
     }
 
     /// True once every LB in `lbs` has been read at least once.
     pub fn built(&self, lbs: &[String]) -> bool {
         let map = self.lbs.read();
-        lbs.iter()
-            .all(|l| map.get(l).is_some_and(|c| c.fetched.is_some()))
+        lbs.iter().all(|l| map.contains_key(l))
     }
 
     /// An index over `lbs` (all when `None`), and the age of the oldest data behind it.
     pub fn index(&self, only: Option<&str>) -> (PoolIndex, Duration) {
         let map = self.lbs.read();
-        let now = Instant::now();
         let mut age = Duration::ZERO;
-        let lbs: Vec<LbPools> = map
+        let lbs = map
             .iter()
             .filter(|(name, _)| only.is_none_or(|o| o == name.as_str()))
-            .filter(|(_, c)| c.exists)
-            .map(|(name, c)| {
-                if let Some(f) = c.fetched {
-                    age = age.max(now.saturating_duration_since(f));
-                }
-                LbPools {
-                    name: name.clone(),
-                    id: c.id.clone(),
-                    pools: c.pools.clone(),
-                }
+            .filter_map(|(_, r)| {
+                age = age.max(r.fetched.elapsed());
+                r.index.clone()
             })
             .collect();
-        (PoolIndex::build(&lbs, self.nics.read().clone()), age)
+        (PoolIndex::new(lbs, self.nics.read().clone()), age)
     }
 }

@@ -1,46 +1,30 @@
 //! The pool index: which backend entries of which pools belong to a node. Pure.
 //!
-//! Built from the pools of every managed load balancer as ARM lists them (one LIST or GET per
-//! LB, never per node), typed through `azure_mgmt_network`'s models, plus the NIC list of the
-//! node resource group for VMs whose NICs are standalone resources (VMSS Flex, availability
-//! sets). Matching rules (`design.md` section 5):
+//! Built per load balancer from what ARM sends (a GET of the LB, or pool LIST pages, read by
+//! `arm::doc` into small summaries, never kept as JSON), plus the NIC list of the node resource
+//! group for VMs whose NICs are standalone resources (VMSS Flex, availability sets). Matching
+//! rules (`design.md` section 5):
 //! - NIC-based entries: the ipConfiguration ID's VM equals the node's VM (providerID);
 //! - IP-based entries: the entry's `ipAddress` is one of the node's internal IPs (v4 or v6);
 //! - all IDs compare case-insensitively.
 //!
+//! Memory: an entry is a few compact fields; the long ipConfiguration IDs share their
+//! scale-set prefix (interned), and lookups go through hash maps by VM, NIC, IP and name, so
+//! resolving a node costs a few map probes, not a scan of every entry.
+//!
 //! Pools referenced only by outbound rules (AKS's `aksOutboundBackendPool`) are skipped: admin
 //! state only acts through load-balancing rules with a health probe, so writing it there would
-//! cost an ARM operation and change nothing.
+//! cost an ARM operation and change nothing. Pools whose rules have no probe are indexed but
+//! flagged, so answers can say that `Down` has no effect there.
 
+use crate::arm::doc::{self, LbSummary, PoolSummary, PoolUse, Provisioning};
 use crate::arm::ids::{self, IpConfigOwner, VmRef};
-use azure_mgmt_network::package_2024_03::models::{
-    BackendAddressPool, load_balancer_backend_address_properties_format::AdminState as ArmAdmin,
-};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
-/// An admin state as read from or written to ARM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Admin {
-    /// `None`, or the field absent.
-    None,
-    Down,
-    Up,
-    /// A value this version does not know (the enum is modelAsString).
-    Other,
-}
-
-impl Admin {
-    /// The ARM string.
-    pub fn as_arm(self) -> &'static str {
-        match self {
-            Admin::None | Admin::Other => "None",
-            Admin::Down => "Down",
-            Admin::Up => "Up",
-        }
-    }
-}
+pub use crate::arm::doc::Admin;
 
 /// The node as the actuator knows it (from the proto's `NodeRef`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -51,17 +35,7 @@ pub struct NodeSpec {
     pub internal_ips: Vec<IpAddr>,
 }
 
-/// What identifies an entry's owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Owner {
-    Vm(VmRef),
-    /// A standalone NIC (lower-cased ID) whose VM comes from the NIC list.
-    Nic(String),
-    Ip(IpAddr),
-    Unknown,
-}
-
-/// One backend entry, located.
+/// One backend entry, located (the answer form; the index keeps a compact one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedEntry {
     pub lb: String,
@@ -75,49 +49,315 @@ pub struct IndexedEntry {
     /// than `Succeeded`): what the entry says is then a goal, not a fact, and a failed goal
     /// must be written again.
     pub settled: bool,
-    owner: Owner,
+    /// False when no load-balancing rule with a health probe uses the pool: admin state has
+    /// no effect on traffic there (Azure admin-state overview).
+    pub probed: bool,
 }
 
-/// The pools of one load balancer as last read.
+/// The pools of one load balancer as ARM lists them (tests and benches build indexes from
+/// JSON with this).
 #[derive(Debug, Clone)]
 pub struct LbPools {
     pub name: String,
     pub id: String,
-    /// Raw pool objects, kept raw so a write sends back every field, including those the
-    /// 2024-03 models do not know (entry `id`/`etag`/`type`, newer properties).
     pub pools: Vec<Value>,
 }
 
-/// NIC ID (lower-cased) -> the VM it is attached to.
-pub type NicMap = HashMap<String, VmRef>;
-
-/// Parses one raw pool into the SDK model; `None` when it does not fit the model at all.
-fn typed(pool: &Value) -> Option<BackendAddressPool> {
-    serde_json::from_value(pool.clone()).ok()
+/// Standalone NICs: NIC ID (lower-cased) -> its VM, and back.
+#[derive(Debug, Clone, Default)]
+pub struct NicMap {
+    vm_of: HashMap<Box<str>, VmRef>,
+    nics_of: HashMap<VmRef, Vec<Box<str>>>,
 }
 
-/// True when only outbound rules use the pool.
-pub fn is_outbound_only(pool: &BackendAddressPool) -> bool {
-    let Some(p) = &pool.properties else {
-        return false;
-    };
-    p.load_balancing_rules.is_empty() && (!p.outbound_rules.is_empty() || p.outbound_rule.is_some())
-}
+impl NicMap {
+    pub fn new() -> Self {
+        Self::default()
+    }
 
-fn admin_of(state: &Option<ArmAdmin>) -> Admin {
-    match state {
-        None | Some(ArmAdmin::None) => Admin::None,
-        Some(ArmAdmin::Down) => Admin::Down,
-        Some(ArmAdmin::Up) => Admin::Up,
-        Some(ArmAdmin::UnknownValue(_)) => Admin::Other,
+    /// Records that the NIC `nic_id` (any casing) is attached to `vm`.
+    pub fn insert(&mut self, nic_id: &str, vm: VmRef) {
+        let nic: Box<str> = nic_id.trim_end_matches('/').to_ascii_lowercase().into();
+        if let Some(old) = self.vm_of.insert(nic.clone(), vm.clone())
+            && let Some(list) = self.nics_of.get_mut(&old)
+        {
+            list.retain(|n| *n != nic);
+        }
+        self.nics_of.entry(vm).or_default().push(nic);
+    }
+
+    /// The VM a NIC is attached to.
+    pub fn vm_of(&self, nic_id: &str) -> Option<&VmRef> {
+        self.vm_of.get(nic_id)
+    }
+
+    fn nics_of(&self, vm: &VmRef) -> &[Box<str>] {
+        self.nics_of.get(vm).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn len(&self) -> usize {
+        self.vm_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vm_of.is_empty()
     }
 }
 
-/// Every entry of every managed pool.
+/// The compact form of an entry.
+#[derive(Debug)]
+struct Entry {
+    pool: u16,
+    name: Box<str>,
+    /// The ipConfiguration ID as `prefix + rest`, the prefix shared by every entry of the
+    /// same scale set or resource group.
+    ipc: Option<(Arc<str>, Box<str>)>,
+    ip: Option<IpAddr>,
+    /// The entry's VMSS resource group (lower-cased, interned), to check VM matches.
+    vmss_rg: Option<Arc<str>>,
+    admin: Admin,
+}
+
+#[derive(Debug)]
+struct PoolMeta {
+    name: Box<str>,
+    settled: bool,
+    probed: bool,
+}
+
+/// One load balancer's entries, with lookups.
+#[derive(Debug, Default)]
+pub struct LbIndex {
+    pub name: String,
+    pub id: String,
+    pub etag: Option<String>,
+    pub provisioning: Provisioning,
+    pools: Vec<PoolMeta>,
+    entries: Vec<Entry>,
+    by_vmss: HashMap<(Arc<str>, Box<str>), Vec<u32>>,
+    by_nic: HashMap<Box<str>, Vec<u32>>,
+    by_ip: HashMap<IpAddr, Vec<u32>>,
+    /// Entries without a NIC owner, by lower-cased name (the name-only fallback).
+    by_name: HashMap<Box<str>, Vec<u32>>,
+}
+
+/// Shares equal strings (scale-set names, ID prefixes) between entries.
+#[derive(Default)]
+struct Interner(HashSet<Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.0.insert(a.clone());
+        a
+    }
+}
+
+/// Splits an ipConfiguration ID after its VM or NIC container, so the long shared part is
+/// stored once.
+fn split_ipc(id: &str) -> (&str, &str) {
+    let lower = id.to_ascii_lowercase();
+    let at = lower
+        .rfind("/virtualmachines/")
+        .map(|i| i + "/virtualmachines/".len())
+        .or_else(|| {
+            lower
+                .rfind("/networkinterfaces/")
+                .map(|i| i + "/networkinterfaces/".len())
+        })
+        .unwrap_or(0);
+    id.split_at(at)
+}
+
+impl LbIndex {
+    /// Indexes a load balancer read with GET (or its pools read with LIST).
+    pub fn build(name: &str, id: &str, summary: LbSummary) -> Self {
+        let mut idx = LbIndex {
+            name: name.to_string(),
+            id: id.to_string(),
+            etag: summary.etag,
+            provisioning: summary.provisioning,
+            ..Default::default()
+        };
+        let mut interner = Interner::default();
+        for pool in summary.pools {
+            idx.add_pool(pool, &mut interner);
+        }
+        idx
+    }
+
+    fn add_pool(&mut self, pool: PoolSummary, interner: &mut Interner) {
+        if pool.usage == PoolUse::OutboundOnly {
+            return;
+        }
+        let Ok(pool_no) = u16::try_from(self.pools.len()) else {
+            return;
+        };
+        self.pools.push(PoolMeta {
+            name: pool.name.into(),
+            settled: pool.settled,
+            probed: pool.usage != PoolUse::Unprobed,
+        });
+        for e in pool.entries {
+            let Ok(no) = u32::try_from(self.entries.len()) else {
+                return;
+            };
+            let mut entry = Entry {
+                pool: pool_no,
+                name: e.name.into(),
+                ipc: None,
+                ip: None,
+                vmss_rg: None,
+                admin: e.admin,
+            };
+            match e.ip_configuration_id.as_deref().filter(|s| !s.is_empty()) {
+                Some(ipc) => {
+                    match ids::parse_ip_configuration_id(ipc) {
+                        Some(IpConfigOwner::ScaleSetVm(VmRef::ScaleSetVm {
+                            resource_group,
+                            scale_set,
+                            instance,
+                        })) => {
+                            entry.vmss_rg = Some(interner.get(&resource_group));
+                            self.by_vmss
+                                .entry((interner.get(&scale_set), instance.into()))
+                                .or_default()
+                                .push(no);
+                        }
+                        Some(IpConfigOwner::Nic(nic)) => {
+                            self.by_nic.entry(nic.into()).or_default().push(no)
+                        }
+                        _ => self
+                            .by_name
+                            .entry(entry.name.to_ascii_lowercase().into())
+                            .or_default()
+                            .push(no),
+                    }
+                    let (prefix, rest) = split_ipc(ipc);
+                    entry.ipc = Some((interner.get(prefix), rest.into()));
+                }
+                None => {
+                    entry.ip = e.ip_address.as_deref().and_then(|s| s.parse().ok());
+                    if let Some(ip) = entry.ip {
+                        self.by_ip.entry(ip).or_default().push(no);
+                    }
+                    self.by_name
+                        .entry(entry.name.to_ascii_lowercase().into())
+                        .or_default()
+                        .push(no);
+                }
+            }
+            self.entries.push(entry);
+        }
+    }
+
+    /// Indexes pools given as JSON (tests, benches, pool LIST pages already parsed).
+    pub fn from_pools(name: &str, id: &str, pools: &[Value]) -> Self {
+        let page = serde_json::json!({ "value": pools }).to_string();
+        let pools = doc::summarize_pool_page(page.as_bytes())
+            .map(|(p, _)| p)
+            .unwrap_or_default();
+        Self::build(
+            name,
+            id,
+            LbSummary {
+                pools,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Number of indexed entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries in pools no probed load-balancing rule uses (admin state has no effect there).
+    pub fn unprobed_len(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| {
+                self.pools
+                    .get(usize::from(e.pool))
+                    .is_some_and(|p| !p.probed)
+            })
+            .count()
+    }
+
+    fn materialize(&self, no: u32) -> Option<IndexedEntry> {
+        let e = self.entries.get(no as usize)?;
+        let pool = self.pools.get(usize::from(e.pool))?;
+        Some(IndexedEntry {
+            lb: self.name.clone(),
+            lb_id: self.id.clone(),
+            pool: pool.name.to_string(),
+            entry: e.name.to_string(),
+            ip_configuration_id: e
+                .ipc
+                .as_ref()
+                .map(|(p, r)| format!("{p}{r}"))
+                .unwrap_or_default(),
+            ip_address: e.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            admin: e.admin,
+            settled: pool.settled,
+            probed: pool.probed,
+        })
+    }
+
+    fn candidates(&self, q: &Query<'_>, nics: &NicMap, out: &mut BTreeSet<u32>) {
+        if let Some(VmRef::ScaleSetVm {
+            resource_group,
+            scale_set,
+            instance,
+        }) = q.vm.as_ref()
+        {
+            let key: (Arc<str>, Box<str>) = (scale_set.as_str().into(), instance.as_str().into());
+            for &no in self.by_vmss.get(&key).into_iter().flatten() {
+                let rg = self.entries[no as usize].vmss_rg.as_deref().unwrap_or("");
+                if rg == resource_group || rg.is_empty() || resource_group.is_empty() {
+                    out.insert(no);
+                }
+            }
+        }
+        if let Some(vm) = q.vm.as_ref() {
+            for nic in nics.nics_of(vm) {
+                out.extend(self.by_nic.get(nic).into_iter().flatten());
+            }
+        }
+        for ip in q.ips {
+            out.extend(self.by_ip.get(ip).into_iter().flatten());
+        }
+        if q.by_name {
+            out.extend(
+                self.by_name
+                    .get(q.name_lower.as_str())
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+    }
+}
+
+/// A node, prepared for lookups.
+struct Query<'a> {
+    vm: Option<VmRef>,
+    ips: &'a [IpAddr],
+    by_name: bool,
+    name_lower: String,
+}
+
+/// Every managed LB's index plus the NIC map: cheap to clone, never rebuilt per question.
 #[derive(Debug, Clone, Default)]
 pub struct PoolIndex {
-    entries: Vec<IndexedEntry>,
-    nics: NicMap,
+    lbs: Vec<Arc<LbIndex>>,
+    nics: Arc<NicMap>,
 }
 
 /// The entries of one node and how they were found.
@@ -128,65 +368,37 @@ pub struct Resolved {
 }
 
 impl PoolIndex {
-    /// Indexes the pools of `lbs`.
-    pub fn build(lbs: &[LbPools], nics: NicMap) -> Self {
-        let mut entries = Vec::new();
-        for lb in lbs {
-            for raw in &lb.pools {
-                let Some(pool) = typed(raw) else { continue };
-                if is_outbound_only(&pool) {
-                    continue;
-                }
-                let pool_name = pool.name.clone().unwrap_or_default();
-                let Some(props) = &pool.properties else {
-                    continue;
-                };
-                let settled = raw
-                    .pointer("/properties/provisioningState")
-                    .and_then(Value::as_str)
-                    .is_none_or(|s| s.eq_ignore_ascii_case("Succeeded"));
-                for addr in &props.load_balancer_backend_addresses {
-                    let Some(p) = &addr.properties else { continue };
-                    let ipc = p
-                        .network_interface_ip_configuration
-                        .as_ref()
-                        .and_then(|s| s.id.clone())
-                        .unwrap_or_default();
-                    let ip = p.ip_address.clone().unwrap_or_default();
-                    let owner = if !ipc.is_empty() {
-                        match ids::parse_ip_configuration_id(&ipc) {
-                            Some(IpConfigOwner::ScaleSetVm(vm)) => Owner::Vm(vm),
-                            Some(IpConfigOwner::Nic(nic)) => Owner::Nic(nic),
-                            None => Owner::Unknown,
-                        }
-                    } else {
-                        ip.parse().map(Owner::Ip).unwrap_or(Owner::Unknown)
-                    };
-                    entries.push(IndexedEntry {
-                        lb: lb.name.clone(),
-                        lb_id: lb.id.clone(),
-                        pool: pool_name.clone(),
-                        entry: addr.name.clone().unwrap_or_default(),
-                        ip_configuration_id: ipc,
-                        ip_address: ip,
-                        admin: admin_of(&p.admin_state),
-                        settled,
-                        owner,
-                    });
-                }
-            }
+    /// An index over already-built LB indexes.
+    pub fn new(lbs: Vec<Arc<LbIndex>>, nics: Arc<NicMap>) -> Self {
+        Self { lbs, nics }
+    }
+
+    /// The same NIC map over other LB indexes (a fresh read of every LB).
+    pub fn with_lbs(&self, lbs: Vec<Arc<LbIndex>>) -> Self {
+        Self {
+            lbs,
+            nics: self.nics.clone(),
         }
-        Self { entries, nics }
+    }
+
+    /// Indexes the pools of `lbs` given as JSON.
+    pub fn build(lbs: &[LbPools], nics: NicMap) -> Self {
+        Self {
+            lbs: lbs
+                .iter()
+                .map(|l| Arc::new(LbIndex::from_pools(&l.name, &l.id, &l.pools)))
+                .collect(),
+            nics: Arc::new(nics),
+        }
     }
 
     /// Number of indexed entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.lbs.iter().map(|l| l.len()).sum()
     }
 
-    /// True when no entry is indexed.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// The entries of `node`, on the load balancer `lb` only when given.
@@ -217,93 +429,69 @@ impl PoolIndex {
         if by_name {
             notes.push("resolved by name only (no providerID, no internal IPs)".into());
         }
-        let entries = self
-            .entries
+        let q = Query {
+            vm,
+            ips: &node.internal_ips,
+            by_name,
+            name_lower: node.name.to_ascii_lowercase(),
+        };
+        let mut entries = Vec::new();
+        for idx in self
+            .lbs
             .iter()
-            .filter(|e| lb.is_none_or(|l| e.lb.eq_ignore_ascii_case(l)))
-            .filter(|e| self.matches(e, node, vm.as_ref(), by_name))
-            .cloned()
-            .collect::<Vec<_>>();
+            .filter(|l| lb.is_none_or(|want| l.name.eq_ignore_ascii_case(want)))
+        {
+            let mut found = BTreeSet::new();
+            idx.candidates(&q, &self.nics, &mut found);
+            entries.extend(found.into_iter().filter_map(|no| idx.materialize(no)));
+        }
         if entries.is_empty() {
             notes.push("node has no backend entries".into());
         }
-        Resolved { entries, notes }
-    }
-
-    fn matches(
-        &self,
-        e: &IndexedEntry,
-        node: &NodeSpec,
-        vm: Option<&VmRef>,
-        by_name: bool,
-    ) -> bool {
-        match &e.owner {
-            Owner::Vm(owner) => vm.is_some_and(|vm| same_vm(owner, vm)),
-            Owner::Nic(nic) => match (self.nics.get(nic), vm) {
-                (Some(owner), Some(vm)) => same_vm(owner, vm),
-                _ => false,
-            },
-            Owner::Ip(ip) => {
-                node.internal_ips.contains(ip)
-                    || (by_name && e.entry.eq_ignore_ascii_case(&node.name))
-            }
-            Owner::Unknown => by_name && e.entry.eq_ignore_ascii_case(&node.name),
+        let unprobed: BTreeSet<String> = entries
+            .iter()
+            .filter(|e| !e.probed)
+            .map(|e| format!("{}/{}", e.lb, e.pool))
+            .collect();
+        for p in unprobed {
+            notes.push(format!(
+                "pool {p}: no load-balancing rule with a health probe uses it, so admin state has no effect on its traffic"
+            ));
         }
-    }
-}
-
-/// Same VM; an empty resource group (from the node-name fallback) matches any.
-fn same_vm(a: &VmRef, b: &VmRef) -> bool {
-    match (a, b) {
-        (
-            VmRef::ScaleSetVm {
-                resource_group: ra,
-                scale_set: sa,
-                instance: ia,
-            },
-            VmRef::ScaleSetVm {
-                resource_group: rb,
-                scale_set: sb,
-                instance: ib,
-            },
-        ) => sa == sb && ia == ib && (ra == rb || ra.is_empty() || rb.is_empty()),
-        (
-            VmRef::Vm {
-                resource_group: ra,
-                name: na,
-            },
-            VmRef::Vm {
-                resource_group: rb,
-                name: nb,
-            },
-        ) => na == nb && ra == rb,
-        _ => false,
+        Resolved { entries, notes }
     }
 }
 
 /// Builds the NIC map from raw NIC objects (LIST of `Microsoft.Network/networkInterfaces`).
 pub fn nic_map(nics: &[Value]) -> NicMap {
-    use azure_mgmt_network::package_2024_03::models::NetworkInterface;
     let mut map = NicMap::new();
     for raw in nics {
-        let Ok(nic) = serde_json::from_value::<NetworkInterface>(raw.clone()) else {
-            continue;
-        };
-        let (Some(id), Some(vm)) = (
-            nic.resource.id.as_deref(),
-            nic.properties
-                .as_ref()
-                .and_then(|p| p.virtual_machine.as_ref())
-                .and_then(|s| s.id.as_deref()),
-        ) else {
-            continue;
-        };
-        if let Some(vm) = ids::parse_vm_id(vm) {
-            map.insert(id.trim_end_matches('/').to_ascii_lowercase(), vm);
-        }
+        add_nic(&mut map, raw);
     }
     map
 }
+
+/// Adds one raw NIC object to the map (typed through `azure_mgmt_network`'s model).
+pub fn add_nic(map: &mut NicMap, raw: &Value) {
+    use azure_mgmt_network::package_2024_03::models::NetworkInterface;
+    let Ok(nic) = NetworkInterface::deserialize(raw) else {
+        return;
+    };
+    let (Some(id), Some(vm)) = (
+        nic.resource.id.as_deref(),
+        nic.properties
+            .as_ref()
+            .and_then(|p| p.virtual_machine.as_ref())
+            .and_then(|s| s.id.as_deref()),
+    ) else {
+        return;
+    };
+    if let Some(vm) = ids::parse_vm_id(vm) {
+        map.insert(id, vm);
+    }
+}
+
+use serde::Deserialize as _;
 
 #[cfg(test)]
 #[path = "index_tests.rs"]

@@ -23,6 +23,7 @@ pub mod credentials;
 pub mod grpc;
 pub mod index;
 pub mod metrics;
+pub mod ownership;
 pub mod plan;
 pub mod runtime;
 pub mod state;

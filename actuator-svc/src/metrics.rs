@@ -32,6 +32,10 @@ pub struct Metrics {
     drift_repaired: Counter,
     queue_depth: Family<Labels, Gauge>,
     results: Family<Labels, Counter>,
+    owned: Family<Labels, Gauge>,
+    completion_poll: Gauge<f64, AtomicU64>,
+    completion_lag: Histogram,
+    unprobed_entries: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -107,6 +111,30 @@ impl Metrics {
         );
         let results = Family::<Labels, Counter>::default();
         registry.register("results", "Node results by phase", results.clone());
+        let owned = Family::<Labels, Gauge>::default();
+        registry.register(
+            "load_balancer_owned",
+            "1 when this replica writes the load balancer (its assignment), else 0",
+            owned.clone(),
+        );
+        let completion_poll = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "completion_poll_interval_seconds",
+            "Interval between provisioningState reads of a load balancer with an operation in flight; grows above the base when many LBs are in flight, to stay inside the read budget",
+            completion_poll.clone(),
+        );
+        let completion_lag = Histogram::new(exponential_buckets(0.01, 2.0, 12));
+        registry.register(
+            "operation_seconds",
+            "Time from a PUT being accepted to the load balancer reading Succeeded again",
+            completion_lag.clone(),
+        );
+        let unprobed_entries = Family::<Labels, Gauge>::default();
+        registry.register(
+            "unprobed_entries",
+            "Backend entries in pools that no load-balancing rule with a health probe uses: admin state has no effect on them, by load balancer",
+            unprobed_entries.clone(),
+        );
         Self {
             registry: root,
             arm_requests,
@@ -120,6 +148,10 @@ impl Metrics {
             drift_repaired,
             queue_depth,
             results,
+            owned,
+            completion_poll,
+            completion_lag,
+            unprobed_entries,
         }
     }
 
@@ -181,5 +213,23 @@ impl Metrics {
         self.results
             .get_or_create(&labels(&[("phase", phase)]))
             .inc();
+    }
+    pub fn owned(&self, managed: &[String], owned: &[String]) {
+        for lb in managed {
+            self.owned
+                .get_or_create(&labels(&[("load_balancer", lb)]))
+                .set(i64::from(owned.contains(lb)));
+        }
+    }
+    pub fn completion_poll_interval(&self, seconds: f64) {
+        self.completion_poll.set(seconds);
+    }
+    pub fn operation_took(&self, seconds: f64) {
+        self.completion_lag.observe(seconds);
+    }
+    pub fn unprobed(&self, lb: &str, entries: usize) {
+        self.unprobed_entries
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .set(entries as i64);
     }
 }

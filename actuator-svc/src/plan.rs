@@ -1,5 +1,5 @@
 //! The coalescing plan: from every node currently asserted on one load balancer to the set of
-//! entry changes of one write round, and the edit of the raw ARM JSON that carries it. Pure.
+//! entry changes of one write round (`arm::doc` edits the LB document that carries it). Pure.
 //!
 //! The writer calls this with the *current* desired states at the start of each round, so any
 //! number of changes that arrived while the previous write was in flight collapse into one
@@ -7,7 +7,6 @@
 //! (no-op writes are skipped); entries of nodes we do not assert are never touched.
 
 use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// One node asserted on this load balancer.
@@ -85,62 +84,6 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
 /// True when an entry reading `current` is in state `desired` (an absent field reads `None`).
 pub fn reads_as(current: Admin, desired: Admin) -> bool {
     current == desired
-}
-
-/// Sets the admin states of `changes` on a raw pool object. Returns how many entries changed.
-pub fn apply_to_pool(pool: &mut Value, changes: &BTreeMap<String, Admin>) -> usize {
-    let Some(entries) = pool
-        .pointer_mut("/properties/loadBalancerBackendAddresses")
-        .and_then(Value::as_array_mut)
-    else {
-        return 0;
-    };
-    let mut changed = 0;
-    for entry in entries {
-        let Some(name) = entry.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        let Some(admin) = changes.get(name) else {
-            continue;
-        };
-        if entry.get("properties").is_none_or(|p| !p.is_object()) {
-            entry["properties"] = Value::Object(Default::default());
-        }
-        entry["properties"]["adminState"] = Value::String(admin.as_arm().to_string());
-        changed += 1;
-    }
-    changed
-}
-
-/// Applies per-pool changes to a raw load balancer object (`properties.backendAddressPools`).
-pub fn apply_to_lb(lb: &mut Value, changes: &BTreeMap<String, BTreeMap<String, Admin>>) -> usize {
-    let Some(pools) = lb
-        .pointer_mut("/properties/backendAddressPools")
-        .and_then(Value::as_array_mut)
-    else {
-        return 0;
-    };
-    let mut changed = 0;
-    for pool in pools {
-        let name = pool
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if let Some(c) = changes.get(&name) {
-            changed += apply_to_pool(pool, c);
-        }
-    }
-    changed
-}
-
-/// Strips read-only, server-computed fields that NRP rejects or ignores in a PUT body
-/// (`provisioningState`), keeping everything else as read.
-pub fn prepare_put_body(mut body: Value) -> Value {
-    if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
-        props.remove("provisioningState");
-    }
-    body
 }
 
 #[cfg(test)]
@@ -240,34 +183,5 @@ mod tests {
             plan.changes.is_empty(),
             "the newest instruction (None) is already true"
         );
-    }
-
-    #[test]
-    fn apply_edits_only_our_entries_and_keeps_unknown_fields() {
-        let (idx, lbs) = mk_index();
-        let plan = plan_lb(
-            &idx,
-            "kubernetes",
-            &[mk_target(2, Admin::Down), mk_target(3, Admin::None)],
-        );
-        let mut pool = lbs[0].pools[0].clone();
-        pool["properties"]["loadBalancerBackendAddresses"][0]["id"] = json!("keep-me");
-        pool["properties"]["provisioningState"] = json!("Succeeded");
-        let n = apply_to_pool(&mut pool, &plan.changes["kubernetes"]);
-        assert_eq!(n, 2);
-        let entries = pool["properties"]["loadBalancerBackendAddresses"]
-            .as_array()
-            .unwrap();
-        assert_eq!(entries[0]["properties"]["adminState"], "None");
-        assert_eq!(entries[0]["id"], "keep-me");
-        assert_eq!(entries[1]["properties"]["adminState"], "Down");
-        assert_eq!(entries[2]["properties"]["adminState"], "None");
-        let body = prepare_put_body(pool);
-        assert!(body["properties"].get("provisioningState").is_none());
-
-        let mut lb = json!({"name": "kubernetes", "properties": {"backendAddressPools": lbs[0].pools.clone(),
-            "loadBalancingRules": [{"name": "r"}]}});
-        assert_eq!(apply_to_lb(&mut lb, &plan.changes), 4);
-        assert_eq!(lb["properties"]["loadBalancingRules"][0]["name"], "r");
     }
 }

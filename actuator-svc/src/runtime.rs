@@ -10,10 +10,9 @@ use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType}
 use crate::config::cli::Args;
 use crate::credentials;
 use crate::grpc::{self, TlsFiles, auth::AllowLists, service::ActuatorService};
-use crate::index;
 use crate::metrics::Metrics;
 use crate::state::Store;
-use crate::writer::{Writer, WriterConfig};
+use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
@@ -148,9 +147,13 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         dry_run: args.dry_run,
         self_heal: args.self_heal_interval,
         max_cache_age: args.pool_refresh_interval,
-        poll_default: args.poll_interval,
-        op_deadline: Duration::from_secs(600),
+        pace: PollPace {
+            base: args.poll_interval,
+            ..PollPace::default()
+        },
+        ..WriterConfig::new(args.write_strategy)
     };
+    let in_flight = Arc::new(InFlight::default());
     let writers: Vec<JoinHandle<()>> = lbs
         .iter()
         .map(|lb| {
@@ -161,6 +164,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
                 cache.clone(),
                 metrics.clone(),
                 writer_cfg.clone(),
+                in_flight.clone(),
             );
             tokio::spawn(w.run(shutdown_rx.clone()))
         })
@@ -272,7 +276,7 @@ async fn nic_refresher(
     const MIN_GAP: Duration = Duration::from_secs(5);
     loop {
         match arm.list_nics().await {
-            Ok(nics) => cache.set_nics(index::nic_map(&nics)),
+            Ok(nics) => cache.set_nics(nics),
             Err(e) => tracing::warn!(error = %e, "listing NICs failed"),
         }
         let earliest = tokio::time::Instant::now() + MIN_GAP;

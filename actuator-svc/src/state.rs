@@ -2,15 +2,19 @@
 //! each node's current version, and the results fed to streams and watchers.
 //!
 //! Writers read the asserted set at the start of every round (level-triggered) and report per
-//! LB; the store folds LB reports into node results (ACCEPTED once every LB accepted or had
-//! nothing to do, EFFECTIVE once every LB read back) and emits each phase once per version.
+//! LB; the store folds LB reports into node results over the load balancers this replica
+//! covers (its assignment, see `ownership`; every LB for tool requests): ACCEPTED once each
+//! covered LB accepted or had nothing to do, EFFECTIVE once each read back. A phase is emitted
+//! once per version and covered set: a replica that takes over another LB mid-version sends
+//! the phase again with the larger set, and signal-svc unions the sets across replicas.
 
 use crate::index::{Admin, IndexedEntry, NodeSpec};
 use crate::metrics::Metrics;
+use crate::ownership::{Grant, Ownership, Refused};
 use cutover_proto::VersionExt;
 use cutover_proto::v1::{AdminState, EntryRef, NodeRef, NodeResult, ResultPhase, Version};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::{Notify, broadcast};
@@ -60,6 +64,9 @@ pub struct Held {
     progress: BTreeMap<String, LbProgress>,
     phase: ResultPhase,
     last_failure: Option<String>,
+    /// The covered load balancers of the last ACCEPTED / EFFECTIVE emitted for this version.
+    accepted_lbs: BTreeSet<String>,
+    effective_lbs: BTreeSet<String>,
 }
 
 impl Held {
@@ -113,6 +120,8 @@ pub struct TargetView {
     pub version: Version,
     /// Already effective on this LB (a difference now is drift).
     pub effective_here: bool,
+    /// From a tool request (written whatever the assignment says).
+    pub tool: bool,
 }
 
 /// Outcome of offering a desired state.
@@ -124,6 +133,7 @@ pub enum Offer {
 }
 
 struct Inner {
+    ownership: Ownership,
     held: HashMap<String, Held>,
     /// Newest stream version per node UID, kept after Forget so late messages stay dropped.
     stream_versions: HashMap<String, Version>,
@@ -158,6 +168,7 @@ impl Store {
         let (results, _) = broadcast::channel(4096);
         Self {
             inner: Mutex::new(Inner {
+                ownership: Ownership::default(),
                 held: HashMap::new(),
                 stream_versions: HashMap::new(),
                 max_epoch: 0,
@@ -192,6 +203,49 @@ impl Store {
     /// A feed of every result.
     pub fn subscribe(&self) -> broadcast::Receiver<NodeResult> {
         self.results.subscribe()
+    }
+
+    /// Takes an assignment (or its heartbeat) from the leader's stream; wakes every writer
+    /// when the owned set changed.
+    pub fn assign(&self, grant: Grant) -> Result<(), Refused> {
+        let changed = {
+            let mut inner = self.inner.lock();
+            if grant.epoch < inner.max_epoch {
+                return Err(Refused::Stale {
+                    epoch: grant.epoch,
+                    generation: grant.generation,
+                    have_epoch: inner.max_epoch,
+                    have_generation: 0,
+                });
+            }
+            inner.ownership.accept(grant, Instant::now())?
+        };
+        if changed {
+            let owned = self.owned();
+            tracing::info!(load_balancers = ?owned, "assignment changed");
+            self.metrics.owned(&self.lbs(), &owned);
+            self.wake_all();
+        }
+        Ok(())
+    }
+
+    /// Whether this replica writes `lb` now (see `ownership`).
+    pub fn owns(&self, lb: &str) -> bool {
+        self.inner.lock().ownership.owns(lb, Instant::now())
+    }
+
+    /// The load balancers this replica writes now.
+    pub fn owned(&self) -> Vec<String> {
+        let lbs = self.lbs();
+        self.inner
+            .lock()
+            .ownership
+            .owned_among(&lbs, Instant::now())
+    }
+
+    /// When the current assignment lapses without a heartbeat (writers re-check then).
+    pub fn ownership_expires_at(&self) -> Option<Instant> {
+        self.inner.lock().ownership.expires_at()
     }
 
     /// Accepts a leader epoch from a stream's Hello unless a newer one was seen.
@@ -253,7 +307,14 @@ impl Store {
             if let Some(old) = inner.held.get(&key)
                 && !matches!(old.phase, ResultPhase::Effective | ResultPhase::Superseded)
             {
-                emit.push(self.result_of(old, ResultPhase::Superseded, String::new(), false));
+                let cover = old.progress.keys().cloned().collect();
+                emit.push(self.result_of(
+                    old,
+                    ResultPhase::Superseded,
+                    String::new(),
+                    false,
+                    &cover,
+                ));
             }
             let held = Held {
                 key: key.clone(),
@@ -274,6 +335,8 @@ impl Store {
                     .collect(),
                 phase: ResultPhase::Unspecified,
                 last_failure: None,
+                accepted_lbs: BTreeSet::new(),
+                effective_lbs: BTreeSet::new(),
             };
             inner.held.insert(key, held);
         }
@@ -309,10 +372,16 @@ impl Store {
     }
 
     /// The nodes a writer must assert on `lb`, oldest instruction first: everything held
-    /// `Down`, and `None` until it is effective everywhere.
+    /// `Down`, and `None` until it is effective everywhere. Stream states only while this
+    /// replica owns `lb`; tool requests on every LB (they reach one replica only).
     pub fn targets_for(&self, lb: &str) -> Vec<TargetView> {
         let inner = self.inner.lock();
-        let mut v: Vec<&Held> = inner.held.values().collect();
+        let owns = inner.ownership.owns(lb, Instant::now());
+        let mut v: Vec<&Held> = inner
+            .held
+            .values()
+            .filter(|h| owns || h.source == Source::Tool)
+            .collect();
         v.sort_by_key(|h| h.order);
         v.into_iter()
             .map(|h| TargetView {
@@ -321,6 +390,7 @@ impl Store {
                 desired: h.desired,
                 version: h.version,
                 effective_here: matches!(h.progress.get(lb), Some(LbProgress::Effective(_))),
+                tool: h.source == Source::Tool,
             })
             .collect()
     }
@@ -351,7 +421,9 @@ impl Store {
     ) {
         let mut emit = Vec::new();
         {
-            let mut inner = self.inner.lock();
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            let now = Instant::now();
             let Some(h) = inner.held.get_mut(key) else {
                 return;
             };
@@ -368,30 +440,53 @@ impl Store {
                 return;
             }
             *slot = progress;
-            let all = |f: fn(&LbProgress) -> bool| h.progress.values().all(f);
-            let accepted = all(|p| !matches!(p, LbProgress::Pending));
-            let effective = all(|p| matches!(p, LbProgress::Effective(_) | LbProgress::NoEntries));
-            let no_entries = all(|p| matches!(p, LbProgress::NoEntries));
-            let reason = if no_entries {
+            // The LBs this replica answers for: its assignment, or every LB for tool requests.
+            let covered: Vec<&String> = h
+                .progress
+                .keys()
+                .filter(|l| h.source == Source::Tool || inner.ownership.owns(l, now))
+                .collect();
+            let done = |p: Option<&LbProgress>| {
+                matches!(p, Some(LbProgress::Effective(_) | LbProgress::NoEntries))
+            };
+            let accepted = !covered.is_empty()
+                && covered
+                    .iter()
+                    .all(|l| !matches!(h.progress.get(*l), Some(LbProgress::Pending) | None));
+            let effective = !covered.is_empty() && covered.iter().all(|l| done(h.progress.get(*l)));
+            let cover: BTreeSet<String> = covered.iter().map(|l| (*l).clone()).collect();
+            let no_entries = covered
+                .iter()
+                .all(|l| matches!(h.progress.get(*l), Some(LbProgress::NoEntries)));
+            let reason = if no_entries || !note.is_empty() {
                 note.join("; ")
             } else {
                 String::new()
             };
             let elapsed = h.received.elapsed().as_secs_f64();
-            if accepted && matches!(h.phase, ResultPhase::Unspecified | ResultPhase::Failed) {
-                h.phase = ResultPhase::Accepted;
-                self.metrics.accepted_after(elapsed);
-                emit.push(self.result_of(h, ResultPhase::Accepted, reason.clone(), false));
+            if accepted && !cover.is_subset(&h.accepted_lbs) {
+                if h.accepted_lbs.is_empty() {
+                    self.metrics.accepted_after(elapsed);
+                }
+                h.accepted_lbs = cover.clone();
+                if matches!(h.phase, ResultPhase::Unspecified | ResultPhase::Failed) {
+                    h.phase = ResultPhase::Accepted;
+                }
+                emit.push(self.result_of(h, ResultPhase::Accepted, reason.clone(), false, &cover));
             }
-            if effective && h.phase == ResultPhase::Accepted {
+            if effective && !cover.is_subset(&h.effective_lbs) {
+                if h.effective_lbs.is_empty() {
+                    self.metrics.effective_after(elapsed);
+                }
+                h.effective_lbs = cover.clone();
                 h.phase = ResultPhase::Effective;
                 h.last_failure = None;
-                self.metrics.effective_after(elapsed);
-                emit.push(self.result_of(h, ResultPhase::Effective, reason, false));
-                // `None` is asserted only until it is true everywhere.
-                if h.desired == Admin::None {
-                    inner.held.remove(key);
-                }
+                emit.push(self.result_of(h, ResultPhase::Effective, reason, false, &cover));
+            }
+            // `None` is asserted only until it is true everywhere (every managed LB: with an
+            // assignment, that is until the stream stops naming the node).
+            if h.desired == Admin::None && h.progress.values().all(|p| done(Some(p))) {
+                inner.held.remove(key);
             }
         }
         for r in emit {
@@ -416,7 +511,8 @@ impl Store {
             if h.phase == ResultPhase::Unspecified {
                 h.phase = ResultPhase::Failed;
             }
-            self.result_of(h, ResultPhase::Failed, reason, will_retry)
+            let cover = h.progress.keys().cloned().collect();
+            self.result_of(h, ResultPhase::Failed, reason, will_retry, &cover)
         };
         self.emit(r);
     }
@@ -428,6 +524,8 @@ impl Store {
             && let Some(slot) = h.progress.get_mut(lb)
         {
             *slot = LbProgress::Pending;
+            h.accepted_lbs.remove(lb);
+            h.effective_lbs.remove(lb);
         }
     }
 
@@ -461,6 +559,7 @@ impl Store {
         phase: ResultPhase,
         reason: String,
         will_retry: bool,
+        cover: &BTreeSet<String>,
     ) -> NodeResult {
         NodeResult {
             node: Some(h.node.clone()),
@@ -472,6 +571,7 @@ impl Store {
             entries: h.entries(),
             at: Some(ts(SystemTime::now())),
             received_at: Some(ts(h.received_at)),
+            load_balancers: cover.iter().cloned().collect(),
         }
     }
 

@@ -52,6 +52,17 @@ impl Bucket {
         self.last = now;
     }
 
+    /// The share of the bucket that is full now (0..=1).
+    pub fn fill(&mut self, now: Instant) -> f64 {
+        self.refill(now);
+        self.tokens / self.capacity
+    }
+
+    /// Sustained rate.
+    pub fn rate(&self) -> f64 {
+        self.refill_per_sec
+    }
+
     /// Takes a token, or says how long until one is available.
     pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
         self.refill(now);
@@ -157,6 +168,13 @@ impl Budget {
             Ok(()) => Verdict::Go,
             Err(wait) => Verdict::Wait(wait),
         }
+    }
+
+    /// How full the bucket of `class` is (0..=1) and its sustained rate, for callers that
+    /// pace optional requests (completion reads) to the budget.
+    pub fn headroom(&mut self, class: Class, now: Instant) -> (f64, f64) {
+        let state = self.class(class);
+        (state.bucket.fill(now), state.bucket.rate())
     }
 
     /// ARM answered 429 with `Retry-After`: nothing of this class goes out before it passes.

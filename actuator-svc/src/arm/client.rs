@@ -3,13 +3,15 @@
 //!
 //! Why not `azure_mgmt_network`'s generated client: it cannot send `If-Match` and, with no
 //! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). We keep
-//! its *models* (the pool index types entries through them) and build the six requests we need
-//! here: LIST pools (following `nextLink`), GET LB, PUT pool / PUT LB with `If-Match`, GET the
-//! `Azure-AsyncOperation` URL, LIST NICs. Every call goes through the shared [`Budget`], is
-//! bounded by a timeout, records metrics and runs in a tracing span.
+//! its *models* (NICs are typed through them) and build the five requests we need here: GET LB,
+//! PUT pool / PUT LB with `If-Match`, GET the `Azure-AsyncOperation` URL, LIST NICs (following
+//! `nextLink`). Load balancer documents stay raw bytes here (`arm::doc` reads and edits them
+//! without building JSON trees). Every call goes through the shared [`Budget`], is bounded by a
+//! timeout, records metrics and runs in a tracing span.
 
 use super::budget::{Budget, Class, Verdict};
 use super::error::ArmError;
+use crate::index::{self, NicMap};
 use crate::metrics::Metrics;
 use azure_core::auth::TokenCredential;
 use azure_core::headers::{HeaderName, Headers};
@@ -28,8 +30,6 @@ pub const SCOPE: &str = "https://management.azure.com/.default";
 /// A PUT that ARM accepted.
 #[derive(Debug, Clone)]
 pub struct PutAccepted {
-    /// The body ARM answered with (the resource, usually `Updating`, with its new etag).
-    pub body: Value,
     /// The operation to poll, if ARM gave one.
     pub operation: Option<Url>,
     pub retry_after: Option<Duration>,
@@ -154,6 +154,13 @@ impl ArmClient {
         }
     }
 
+    /// How full the read budget is (0..=1) and its sustained rate per second.
+    pub fn read_headroom(&self) -> (f64, f64) {
+        self.budget
+            .lock()
+            .headroom(Class::Read, tokio::time::Instant::now())
+    }
+
     /// Where this client points.
     pub fn scope(&self) -> &Scope {
         &self.scope
@@ -217,7 +224,7 @@ impl ArmClient {
         method: Method,
         url: Url,
         if_match: Option<&str>,
-        body: Option<&Value>,
+        body: Option<&bytes::Bytes>,
     ) -> Result<Answer, ArmError> {
         let class = if matches!(method, Method::Get | Method::Head) {
             Class::Read
@@ -278,7 +285,7 @@ impl ArmClient {
         method: &Method,
         url: &Url,
         if_match: Option<&str>,
-        body: Option<&Value>,
+        body: Option<&bytes::Bytes>,
     ) -> Result<Answer, ArmError> {
         self.wait_budget(class).await;
         let token = self.token().await?;
@@ -290,12 +297,7 @@ impl ArmClient {
         }
         if let Some(body) = body {
             req.insert_header("content-type", "application/json");
-            let bytes = serde_json::to_vec(body).map_err(|e| ArmError::Decode {
-                op,
-                resource: url.path().to_string(),
-                message: e.to_string(),
-            })?;
-            req.set_body(bytes);
+            req.set_body(body.clone());
         }
         let resource = url.path().to_string();
         let fut = async {
@@ -352,54 +354,8 @@ impl ArmClient {
         })
     }
 
-    /// LIST the backend pools of `lb`, following `nextLink`. `Ok(None)` when the LB does not exist.
-    pub async fn list_pools(&self, lb: &str) -> Result<Option<Vec<Value>>, ArmError> {
-        let path = format!("{}/backendAddressPools", self.lb_id(lb));
-        self.list_paged("list_pools", path).await
-    }
-
-    /// GETs a collection and every `nextLink` page after it. `Ok(None)` when the collection's
-    /// parent does not exist (404).
-    async fn list_paged(
-        &self,
-        op: &'static str,
-        path: String,
-    ) -> Result<Option<Vec<Value>>, ArmError> {
-        let mut url = self.url(&path)?;
-        let mut items = Vec::new();
-        for _page in 0..1000 {
-            let a = match self.call(op, Method::Get, url.clone(), None, None).await {
-                Err(e) if e.is_not_found() => return Ok(None),
-                other => other?,
-            };
-            let v = Self::json(op, &a, &path)?;
-            if let Some(value) = v.get("value").and_then(Value::as_array) {
-                items.extend(value.iter().cloned());
-            }
-            match v
-                .get("nextLink")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                Some(next) => {
-                    url = Url::parse(next).map_err(|e| ArmError::Decode {
-                        op,
-                        resource: path.clone(),
-                        message: format!("bad nextLink: {e}"),
-                    })?;
-                }
-                None => return Ok(Some(items)),
-            }
-        }
-        Err(ArmError::Decode {
-            op,
-            resource: path,
-            message: "more than 1000 pages".into(),
-        })
-    }
-
-    /// GET the load balancer (pools embedded). `Ok(None)` when it does not exist.
-    pub async fn get_lb(&self, lb: &str) -> Result<Option<Value>, ArmError> {
+    /// GET the load balancer (pools embedded), as raw bytes. `Ok(None)` when it does not exist.
+    pub async fn get_lb(&self, lb: &str) -> Result<Option<bytes::Bytes>, ArmError> {
         let path = self.lb_id(lb);
         match self
             .call("get_lb", Method::Get, self.url(&path)?, None, None)
@@ -407,7 +363,7 @@ impl ArmClient {
         {
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
-            Ok(a) => Self::json("get_lb", &a, &path).map(Some),
+            Ok(a) => Ok(Some(a.body)),
         }
     }
 
@@ -415,16 +371,16 @@ impl ArmClient {
         &self,
         op: &'static str,
         path: &str,
-        body: &Value,
+        body: Vec<u8>,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
+        let body = bytes::Bytes::from(body);
         let a = self
-            .call(op, Method::Put, self.url(path)?, if_match, Some(body))
+            .call(op, Method::Put, self.url(path)?, if_match, Some(&body))
             .await?;
         let operation =
             header(&a.headers, "azure-asyncoperation").and_then(|u| Url::parse(&u).ok());
         Ok(PutAccepted {
-            body: Self::json(op, &a, path)?,
             operation,
             retry_after: retry_after(&a.headers),
         })
@@ -435,7 +391,7 @@ impl ArmClient {
         &self,
         lb: &str,
         pool: &str,
-        body: &Value,
+        body: Vec<u8>,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
         let path = format!("{}/backendAddressPools/{pool}", self.lb_id(lb));
@@ -446,7 +402,7 @@ impl ArmClient {
     pub async fn put_lb(
         &self,
         lb: &str,
-        body: &Value,
+        body: Vec<u8>,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
         let path = self.lb_id(lb);
@@ -481,16 +437,52 @@ impl ArmClient {
         })
     }
 
-    /// LIST the NICs of the node resource group (for standalone VMs), following `nextLink`.
-    pub async fn list_nics(&self) -> Result<Vec<Value>, ArmError> {
+    /// LIST the NICs of the node resource group (for standalone VMs), following `nextLink`,
+    /// one page at a time into the NIC map (pages are never accumulated).
+    pub async fn list_nics(&self) -> Result<NicMap, ArmError> {
+        const OP: &str = "list_nics";
         let path = format!(
             "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkInterfaces",
             self.scope.subscription_id, self.scope.node_resource_group
         );
-        Ok(self
-            .list_paged("list_nics", path)
-            .await?
-            .unwrap_or_default())
+        let mut map = NicMap::new();
+        let mut url = self.url(&path)?;
+        for _page in 0..10_000 {
+            let a = match self.call(OP, Method::Get, url.clone(), None, None).await {
+                Err(e) if e.is_not_found() => return Ok(map),
+                other => other?,
+            };
+            #[derive(serde::Deserialize)]
+            struct Page {
+                #[serde(default)]
+                value: Vec<Value>,
+                #[serde(default, rename = "nextLink")]
+                next_link: Option<String>,
+            }
+            let page: Page = serde_json::from_slice(&a.body).map_err(|e| ArmError::Decode {
+                op: OP,
+                resource: path.clone(),
+                message: e.to_string(),
+            })?;
+            for nic in &page.value {
+                index::add_nic(&mut map, nic);
+            }
+            match page.next_link.filter(|s| !s.is_empty()) {
+                Some(next) => {
+                    url = Url::parse(&next).map_err(|e| ArmError::Decode {
+                        op: OP,
+                        resource: path.clone(),
+                        message: format!("bad nextLink: {e}"),
+                    })?;
+                }
+                None => return Ok(map),
+            }
+        }
+        Err(ArmError::Decode {
+            op: OP,
+            resource: path,
+            message: "more than 10,000 pages".into(),
+        })
     }
 }
 

@@ -85,6 +85,27 @@ impl ArmError {
         self.status() == 412
     }
 
+    /// True when another operation holds the load balancer's lock (NRP answers 429
+    /// `RetryableErrorDueToAnotherOperation`; some paths answer 409
+    /// `AnotherOperationInProgress`). Its end is seen by reading the LB, not by waiting out
+    /// `Retry-After`.
+    pub fn is_lock_conflict(&self) -> bool {
+        let ArmError::Http {
+            status,
+            code,
+            details,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let lock = |c: &str| {
+            c.eq_ignore_ascii_case("RetryableErrorDueToAnotherOperation")
+                || c.eq_ignore_ascii_case("AnotherOperationInProgress")
+        };
+        matches!(status, 409 | 429) && (lock(code) || details.iter().any(|d| lock(d)))
+    }
+
     /// True for 404.
     pub fn is_not_found(&self) -> bool {
         self.status() == 404

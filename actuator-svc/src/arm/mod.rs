@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod client;
+pub mod doc;
 pub mod error;
 pub mod ids;
 pub mod retry;

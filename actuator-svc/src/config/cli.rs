@@ -95,8 +95,11 @@ pub struct Args {
     /// Timeout of one ARM request.
     #[arg(long, env = "ACTUATOR_ARM_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub arm_timeout: Duration,
-    /// Operation poll interval when ARM sends no Retry-After.
-    #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    /// While an operation runs on a load balancer, read its provisioningState this often
+    /// (from shortly before the operation is expected to end) to see its end at once; slower
+    /// when the read budget runs low. The operation URL itself is never polled faster than
+    /// ARM's Retry-After.
+    #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "150ms", value_parser = parse_duration)]
     pub poll_interval: Duration,
     /// Serving certificate (PEM); enables TLS.
     #[arg(long, env = "ACTUATOR_TLS_CERT", requires = "tls_key")]

@@ -4,8 +4,10 @@
 use super::auth::{AllowLists, Role};
 use super::validate::{self, Desired};
 use crate::arm::ArmClient;
+use crate::arm::doc;
 use crate::cache::SharedCache;
-use crate::index::{LbPools, NicMap, PoolIndex};
+use crate::index::{LbIndex, PoolIndex};
+use crate::ownership::Grant;
 use crate::state::{Offer, Source, Store, admin_to_proto, entry_ref};
 use cutover_proto::v1::actuator_server::Actuator;
 use cutover_proto::v1::{
@@ -217,6 +219,21 @@ async fn stream_loop(
                 }
                 apply(validate::desired(&d, "delta").map_err(invalid)?);
             }
+            Some(signal_message::Kind::Assignment(a)) => {
+                if in_snapshot {
+                    return Err(invalid("assignment: before snapshot_end".into()));
+                }
+                let grant = Grant::from_proto(&a, &svc.store.lbs()).map_err(invalid)?;
+                if grant.epoch != epoch {
+                    return Err(Status::failed_precondition(format!(
+                        "assignment.leader_epoch: {} is not this stream's epoch {epoch}",
+                        grant.epoch
+                    )));
+                }
+                if let Err(e) = svc.store.assign(grant) {
+                    return Err(Status::failed_precondition(format!("assignment: {e}")));
+                }
+            }
             Some(signal_message::Kind::Forget(f)) => {
                 if in_snapshot {
                     return Err(invalid("forget: before snapshot_end".into()));
@@ -246,19 +263,21 @@ fn reached(r: &NodeResult, wait: WaitFor) -> bool {
 }
 
 impl ActuatorService {
+    /// Reads every managed LB from ARM now (one GET each, in parallel).
     async fn fresh_index(&self) -> Result<PoolIndex, Status> {
         let reads = self.store.lbs().into_iter().map(|lb| {
             let arm = self.arm.clone();
-            async move { (lb.clone(), arm.list_pools(&lb).await) }
+            async move { (lb.clone(), arm.get_lb(&lb).await) }
         });
         let mut lbs = Vec::new();
         for (lb, r) in futures::future::join_all(reads).await {
             match r {
-                Ok(Some(pools)) => lbs.push(LbPools {
-                    id: self.arm.lb_id(&lb),
-                    name: lb,
-                    pools,
-                }),
+                Ok(Some(body)) => {
+                    let summary = doc::summarize(&body).map_err(|e| {
+                        Status::unavailable(format!("reading load balancer {lb}: {e}"))
+                    })?;
+                    lbs.push(Arc::new(LbIndex::build(&lb, &self.arm.lb_id(&lb), summary)));
+                }
                 Ok(None) => {}
                 Err(e) => {
                     return Err(Status::unavailable(format!(
@@ -267,7 +286,8 @@ impl ActuatorService {
                 }
             }
         }
-        Ok(PoolIndex::build(&lbs, NicMap::new()))
+        let (cached, _) = self.cache.index(None);
+        Ok(cached.with_lbs(lbs))
     }
 }
 

@@ -1,0 +1,543 @@
+//! One writer task per load balancer: the only code of this replica that writes that LB, and
+//! it writes only while the replica owns the LB (`ownership`) or for tool requests.
+//!
+//! A round, as a list of steps:
+//! 1. **read**: GET the LB unless the last read is still a usable base (`base`);
+//! 2. **wait**: if an operation runs on it (ours, another replica's, cloud-provider-azure's),
+//!    read its `provisioningState` until it ends (`completion`), then go on from that read;
+//! 3. **plan** (`plan.rs`, pure) the *current* asserted set against the read: everything that
+//!    arrived while the last write was in flight coalesces into this one write;
+//! 4. **report** what needs no write (`outcome`);
+//! 5. **write**: one PUT with `If-Match` built from the read (`arm::doc`), report ACCEPTED;
+//! 6. **track**: read the LB until the operation ends; that read is the base of step 3 again,
+//!    so the next write goes out the moment the previous one ended.
+//!
+//! On 412 (someone else wrote) the LB is re-read and re-planned: only our nodes' entries are
+//! edited, so other writers' changes are never undone. Retryable errors back off with jitter;
+//! the self-heal tick re-reads and repairs drift.
+
+mod completion;
+mod outcome;
+
+pub use completion::{Durations, PollPace};
+
+use crate::arm::doc::{self, Provisioning};
+use crate::arm::{ArmClient, ArmError, PutAccepted, retry::Backoff};
+use crate::cache::SharedCache;
+use crate::index::LbIndex;
+use crate::metrics::Metrics;
+use crate::plan::{self, LbPlan, Target};
+use crate::state::{Store, TargetView};
+use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// How a round writes: one PUT per changed pool, or one PUT of the whole LB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Strategy {
+    PerPool,
+    WholeLb,
+}
+
+/// Writer settings.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    pub strategy: Strategy,
+    pub dry_run: bool,
+    /// Re-read and repair drift this often.
+    pub self_heal: Duration,
+    /// A read older than this is not used as the base of a write.
+    pub max_cache_age: Duration,
+    /// Pacing of the reads that watch an operation.
+    pub pace: PollPace,
+    /// Upper bound of one operation's tracking.
+    pub op_deadline: Duration,
+    /// Reads larger than this are not kept between rounds (memory: a 5,000-node LB is
+    /// ~10 MB of JSON); the next write reads the LB first.
+    pub keep_base_bytes: usize,
+}
+
+impl WriterConfig {
+    /// Defaults for tests and benches.
+    pub fn new(strategy: Strategy) -> Self {
+        Self {
+            strategy,
+            dry_run: false,
+            self_heal: Duration::from_secs(30),
+            max_cache_age: Duration::from_secs(60),
+            pace: PollPace::default(),
+            op_deadline: Duration::from_secs(600),
+            keep_base_bytes: 1 << 20,
+        }
+    }
+}
+
+enum WriteError {
+    /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
+    Stale,
+    /// Another operation holds the LB's lock: re-read, which waits for it to end.
+    Busy,
+    Arm(ArmError),
+}
+
+/// The last read of the LB, the base of the next write.
+struct Base {
+    body: Bytes,
+    etag: Option<String>,
+    provisioning: Provisioning,
+    read_at: Instant,
+}
+
+/// Counts the LBs with an operation being watched (reads slow down evenly when many are).
+#[derive(Debug, Default)]
+pub struct InFlight(AtomicUsize);
+
+struct InFlightGuard<'a>(&'a InFlight);
+
+impl InFlight {
+    fn enter(&self) -> (usize, InFlightGuard<'_>) {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        (n, InFlightGuard(self))
+    }
+    fn now(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The writer of one load balancer.
+pub struct Writer {
+    lb: String,
+    arm: ArmClient,
+    store: Arc<Store>,
+    cache: Arc<SharedCache>,
+    metrics: Arc<Metrics>,
+    cfg: WriterConfig,
+    backoff: Backoff,
+    in_flight: Arc<InFlight>,
+    durations: Durations,
+    base: Option<Base>,
+}
+
+fn jitter() -> f64 {
+    rand::random::<f64>()
+}
+
+fn retry_wait(e: &ArmError, backoff: &mut Backoff) -> Duration {
+    e.retry_after()
+        .unwrap_or_default()
+        .max(backoff.next_delay(jitter()))
+}
+
+impl Writer {
+    /// A writer for `lb`; `in_flight` is shared by every writer of the process.
+    pub fn new(
+        lb: String,
+        arm: ArmClient,
+        store: Arc<Store>,
+        cache: Arc<SharedCache>,
+        metrics: Arc<Metrics>,
+        cfg: WriterConfig,
+        in_flight: Arc<InFlight>,
+    ) -> Self {
+        Self {
+            lb,
+            arm,
+            store,
+            cache,
+            metrics,
+            cfg,
+            backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(30)),
+            in_flight,
+            durations: Durations::default(),
+            base: None,
+        }
+    }
+
+    /// Runs until `shutdown` turns true; a round in flight is finished first.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let span = tracing::info_span!("writer", lb = %self.lb);
+        async move {
+            let Some(notify) = self.store.notifier(&self.lb) else {
+                return;
+            };
+            let mut heal = tokio::time::interval(self.cfg.self_heal);
+            heal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            heal.tick().await;
+            // First read: the index must be built before we are ready.
+            let mut retry_in = self.read().await.err().map(|e| {
+                tracing::warn!(error = %e, "initial read failed");
+                self.backoff.next_delay(jitter())
+            });
+            self.release_base();
+            loop {
+                if *shutdown.borrow() {
+                    break;
+                }
+                let mut heal_round = false;
+                let delay = retry_in.take().unwrap_or(Duration::from_secs(3600));
+                tokio::select! {
+                    _ = notify.notified() => {}
+                    _ = heal.tick() => heal_round = true,
+                    _ = tokio::time::sleep(delay) => heal_round = true,
+                    _ = shutdown.changed() => continue,
+                }
+                self.metrics
+                    .queue(&self.lb, self.store.pending_on(&self.lb));
+                match self.round(heal_round).await {
+                    Ok(()) => self.backoff.reset(),
+                    Err(wait) => retry_in = Some(wait),
+                }
+                self.release_base();
+                self.metrics
+                    .queue(&self.lb, self.store.pending_on(&self.lb));
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Drops a large base between rounds (see `keep_base_bytes`).
+    fn release_base(&mut self) {
+        if self
+            .base
+            .as_ref()
+            .is_some_and(|b| b.body.len() > self.cfg.keep_base_bytes)
+        {
+            self.base = None;
+        }
+    }
+
+    /// GETs the LB: updates the shared index and keeps the document as the next base.
+    async fn read(&mut self) -> Result<(), ArmError> {
+        let fetched = Instant::now();
+        let Some(body) = self.arm.get_lb(&self.lb).await? else {
+            self.cache.put(&self.lb, None, fetched);
+            self.base = None;
+            return Ok(());
+        };
+        let summary = doc::summarize(&body).map_err(|e| ArmError::Decode {
+            op: "get_lb",
+            resource: self.lb.clone(),
+            message: e.to_string(),
+        })?;
+        let (etag, provisioning) = (summary.etag.clone(), summary.provisioning);
+        let index = LbIndex::build(&self.lb, &self.arm.lb_id(&self.lb), summary);
+        self.metrics.unprobed(&self.lb, index.unprobed_len());
+        self.cache.put(&self.lb, Some(index), fetched);
+        self.base = Some(Base {
+            body,
+            etag,
+            provisioning,
+            read_at: fetched,
+        });
+        Ok(())
+    }
+
+    fn plan(&self, targets: &[TargetView]) -> LbPlan {
+        let (index, _) = self.cache.index(Some(&self.lb));
+        let t: Vec<Target> = targets
+            .iter()
+            .map(|t| Target {
+                key: t.key.clone(),
+                node: t.spec.clone(),
+                desired: t.desired,
+            })
+            .collect();
+        plan::plan_lb(&index, &self.lb, &t)
+    }
+
+    /// One round. `Err(wait)`: try again after `wait`.
+    async fn round(&mut self, heal: bool) -> Result<(), Duration> {
+        let mut must_read = heal;
+        let mut refreshed_for_unknown = false;
+        let mut failures = 0u32;
+        loop {
+            let usable = self
+                .base
+                .as_ref()
+                .is_some_and(|b| b.read_at.elapsed() <= self.cfg.max_cache_age);
+            if must_read || !usable {
+                if let Err(e) = self.read().await {
+                    tracing::warn!(error = %e, "read failed");
+                    return Err(retry_wait(&e, &mut self.backoff));
+                }
+                must_read = false;
+            }
+            let Some(since) = self
+                .base
+                .as_ref()
+                .filter(|b| b.provisioning == Provisioning::Updating)
+                .map(|b| b.read_at)
+            else {
+                let targets = self.store.targets_for(&self.lb);
+                if targets.is_empty() {
+                    return Ok(());
+                }
+                let plan = self.plan(&targets);
+                // A node we cannot find may be newer than our copy: re-read once, then report.
+                let unknown = plan.targets.iter().any(|t| t.entries.is_empty());
+                if unknown
+                    && !refreshed_for_unknown
+                    && self
+                        .cache
+                        .age(&self.lb)
+                        .is_some_and(|a| a > Duration::from_secs(2))
+                {
+                    refreshed_for_unknown = true;
+                    self.cache.request_nic_refresh();
+                    must_read = true;
+                    continue;
+                }
+                let drift = outcome::report_settled(&self.store, &self.lb, &plan, &targets);
+                if drift > 0 {
+                    tracing::info!(entries = drift, "repairing drifted entries");
+                    self.metrics.drift(drift);
+                }
+                if plan.changes.is_empty() {
+                    return Ok(());
+                }
+                let changed = outcome::changed(&plan, &targets);
+                if self.cfg.dry_run {
+                    tracing::info!(entries = plan.entry_count(), pools = ?plan.changes.keys().collect::<Vec<_>>(), "dry-run: would write");
+                    outcome::report_accepted(&self.store, &self.lb, &changed);
+                    return Ok(());
+                }
+                // Ownership may have lapsed while we planned: stream states are written only
+                // by the owner (tool requests by whoever received them).
+                if !self.store.owns(&self.lb) && changed.iter().any(|(_, t)| !t.tool) {
+                    tracing::info!("no longer the owner of this load balancer; not writing");
+                    return Ok(());
+                }
+                self.metrics.write_round(&self.lb, plan.entry_count());
+                let outcome = match self.cfg.strategy {
+                    Strategy::WholeLb => self.write_whole(&plan, &changed).await,
+                    Strategy::PerPool => self.write_pools(&plan, &changed).await,
+                };
+                match outcome {
+                    // Plan again on the read that saw the operation end: entries that read the
+                    // desired state are reported EFFECTIVE; anything that arrived meanwhile is
+                    // written at once.
+                    Ok(()) => {
+                        failures = 0;
+                        self.backoff.reset();
+                    }
+                    Err(WriteError::Stale) => {
+                        tracing::debug!("412: another writer changed the LB; re-reading");
+                        must_read = true;
+                    }
+                    Err(WriteError::Busy) => {
+                        // The lock holder's operation shows as `Updating` on the next read,
+                        // which then waits for its end; the pause only keeps a race (lock
+                        // taken between our read and our PUT) from spinning.
+                        tokio::time::sleep(Duration::from_millis(50 + (jitter() * 100.0) as u64))
+                            .await;
+                        must_read = true;
+                    }
+                    Err(WriteError::Arm(e)) => {
+                        failures += 1;
+                        let retry = e.retryable();
+                        let wait = retry_wait(&e, &mut self.backoff);
+                        let op_failed = matches!(e, ArmError::Operation { .. });
+                        if !retry || op_failed || failures >= 3 {
+                            for (tp, tv) in &changed {
+                                self.store.fail(&tp.key, tv.version, e.to_string(), retry);
+                            }
+                        }
+                        tracing::warn!(error = %e, retry, wait_ms = wait.as_millis() as u64, "write failed");
+                        if !retry {
+                            // Not retried on our own; the self-heal tick or a new instruction
+                            // tries again.
+                            return Ok(());
+                        }
+                        if failures >= 8 {
+                            return Err(wait);
+                        }
+                        tokio::time::sleep(wait).await;
+                        must_read = true;
+                    }
+                }
+                continue;
+            };
+            // An operation runs on the LB: wait for its end, reading, then plan on that read.
+            if let Err(e) = self.track(since, None).await {
+                failures += 1;
+                let wait = match &e {
+                    WriteError::Arm(e) => retry_wait(e, &mut self.backoff),
+                    _ => self.backoff.next_delay(jitter()),
+                };
+                if failures >= 8 {
+                    return Err(wait);
+                }
+                tokio::time::sleep(wait).await;
+                must_read = true;
+            }
+        }
+    }
+
+    async fn write_whole(
+        &mut self,
+        plan: &LbPlan,
+        changed: &[(&plan::TargetPlan, &TargetView)],
+    ) -> Result<(), WriteError> {
+        let Some(base) = self.base.take() else {
+            return Err(WriteError::Stale);
+        };
+        let (body, _) = doc::rewrite_for_put(&base.body, &plan.changes).map_err(|e| {
+            WriteError::Arm(ArmError::Decode {
+                op: "put_lb",
+                resource: self.lb.clone(),
+                message: e.to_string(),
+            })
+        })?;
+        drop(base.body);
+        let put = self.arm.put_lb(&self.lb, body, base.etag.as_deref()).await;
+        let acc = classify(put)?;
+        outcome::report_accepted(&self.store, &self.lb, changed);
+        self.track(Instant::now(), Some(acc)).await
+    }
+
+    async fn write_pools(
+        &mut self,
+        plan: &LbPlan,
+        changed: &[(&plan::TargetPlan, &TargetView)],
+    ) -> Result<(), WriteError> {
+        let total = plan.changes.len();
+        for (i, (pool, changes)) in plan.changes.iter().enumerate() {
+            let Some(base) = self.base.take() else {
+                return Err(WriteError::Stale);
+            };
+            if base.provisioning == Provisioning::Updating {
+                return Err(WriteError::Busy);
+            }
+            let cut = doc::pool_for_put(&base.body, pool, changes).map_err(|e| {
+                WriteError::Arm(ArmError::Decode {
+                    op: "put_pool",
+                    resource: format!("{}/{pool}", self.lb),
+                    message: e.to_string(),
+                })
+            })?;
+            let Some((body, n)) = cut else {
+                return Err(WriteError::Stale);
+            };
+            if n == 0 {
+                self.base = Some(base);
+                continue;
+            }
+            let put = self
+                .arm
+                .put_pool(&self.lb, pool, body, base.etag.as_deref())
+                .await;
+            let acc = classify(put)?;
+            if i + 1 == total {
+                outcome::report_accepted(&self.store, &self.lb, changed);
+            }
+            // The fresh read is the base (and etag) of the next pool's write.
+            self.track(Instant::now(), Some(acc)).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the LB until the operation running on it ends (`Succeeded` or `Failed`); the
+    /// last read stays as the base. `ours`: the PUT we are tracking (its duration is learned,
+    /// its operation URL read once for details if it failed).
+    async fn track(&mut self, since: Instant, ours: Option<PutAccepted>) -> Result<(), WriteError> {
+        let in_flight = self.in_flight.clone();
+        let (_, _guard) = in_flight.enter();
+        let deadline = since + self.cfg.op_deadline;
+        let mut errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+        let expected = ours.as_ref().and_then(|_| self.durations.expected());
+        loop {
+            let (fill, rate) = self.arm.read_headroom();
+            let step = self.cfg.pace.step(self.in_flight.now(), fill, rate);
+            self.metrics.completion_poll_interval(step.as_secs_f64());
+            tokio::time::sleep(self.cfg.pace.next(since.elapsed(), expected, step)).await;
+            match self.read().await {
+                Ok(()) => {}
+                Err(e) if e.retryable() => {
+                    tokio::time::sleep(retry_wait(&e, &mut errors)).await;
+                    continue;
+                }
+                Err(e) => return Err(WriteError::Arm(e)),
+            }
+            let state = self.base.as_ref().map(|b| b.provisioning);
+            match state {
+                Some(Provisioning::Updating) => {}
+                // Ended (or the LB is gone): the read is the base of what comes next.
+                Some(Provisioning::Succeeded) | None => {
+                    if ours.is_some() {
+                        self.durations.record(since.elapsed());
+                        self.metrics.operation_took(since.elapsed().as_secs_f64());
+                    }
+                    return Ok(());
+                }
+                Some(Provisioning::Failed) => {
+                    return Err(WriteError::Arm(self.failure(since, ours.as_ref()).await));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(WriteError::Arm(ArmError::Timeout {
+                    op: "track_operation",
+                    resource: self.lb.clone(),
+                    timeout: self.cfg.op_deadline,
+                }));
+            }
+        }
+    }
+
+    /// The error of a failed operation: from its operation URL when ARM's `Retry-After`
+    /// allows reading it by now, else what the LB says.
+    async fn failure(&self, since: Instant, ours: Option<&PutAccepted>) -> ArmError {
+        let generic = ArmError::Operation {
+            resource: self.lb.clone(),
+            status: "Failed".into(),
+            code: String::new(),
+            message: "the load balancer reads provisioningState Failed after the write".into(),
+            details: Vec::new(),
+        };
+        let Some(acc) = ours else {
+            return generic;
+        };
+        let Some(url) = &acc.operation else {
+            return generic;
+        };
+        if since.elapsed() < acc.retry_after.unwrap_or_default() {
+            return generic;
+        }
+        match self.arm.poll(url).await {
+            Ok(crate::arm::OpStatus::Ended {
+                status,
+                code,
+                message,
+                details,
+            }) => ArmError::Operation {
+                resource: self.lb.clone(),
+                status,
+                code,
+                message,
+                details,
+            },
+            _ => generic,
+        }
+    }
+}
+
+/// Maps a PUT's answer to what the round does next.
+#[allow(clippy::result_large_err)] // built once per failed call, like ArmError itself
+fn classify(put: Result<PutAccepted, ArmError>) -> Result<PutAccepted, WriteError> {
+    match put {
+        Ok(a) => Ok(a),
+        Err(e) if e.is_precondition_failed() => Err(WriteError::Stale),
+        Err(e) if e.is_lock_conflict() => Err(WriteError::Busy),
+        Err(e) => Err(WriteError::Arm(e)),
+    }
+}
