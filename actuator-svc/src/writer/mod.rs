@@ -206,12 +206,14 @@ impl Writer {
         .await
     }
 
-    /// Drops a large base between rounds (see `keep_base_bytes`).
+    /// Drops the base between rounds when it is large (see `keep_base_bytes`) or when another
+    /// replica owns the LB (it goes stale with that replica's writes; a takeover reads first).
     fn release_base(&mut self) {
         if self
             .base
             .as_ref()
             .is_some_and(|b| b.body.len() > self.cfg.keep_base_bytes)
+            || !self.store.owns(&self.lb)
         {
             self.base = None;
         }

@@ -5,6 +5,7 @@
 
 mod common;
 mod faults;
+mod ownership;
 mod rpc;
 mod security;
 mod stream;

@@ -1,0 +1,212 @@
+//! One writer per load balancer: assignments on the stream decide which replica writes which
+//! LB; results cover the assigned LBs; a lapsed assignment stops writes; and the end of an
+//! operation is seen by reading the LB, not at the operation's `Retry-After` cadence.
+
+use crate::common::*;
+use cutover_proto::v1::*;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+fn msg(kind: signal_message::Kind) -> SignalMessage {
+    SignalMessage { kind: Some(kind) }
+}
+
+fn assignment(epoch: u64, generation: u64, lbs: &[&str], valid_ms: u64) -> SignalMessage {
+    msg(signal_message::Kind::Assignment(Assignment {
+        leader_epoch: epoch,
+        generation,
+        load_balancers: lbs.iter().map(|s| s.to_string()).collect(),
+        valid_for: Some(prost_types::Duration {
+            seconds: (valid_ms / 1000) as i64,
+            nanos: ((valid_ms % 1000) * 1_000_000) as i32,
+        }),
+    }))
+}
+
+/// Opens a stream with an empty snapshot.
+async fn open(
+    a: &mut Actuator,
+    epoch: u64,
+) -> (mpsc::Sender<SignalMessage>, Streaming<ActuatorMessage>) {
+    let (tx, rx) = mpsc::channel(64);
+    tx.send(msg(signal_message::Kind::Hello(Hello {
+        cluster_name: "kubernetes".into(),
+        sender_identity: "test".into(),
+        leader_epoch: epoch,
+    })))
+    .await
+    .unwrap();
+    tx.send(msg(signal_message::Kind::SnapshotEnd(SnapshotEnd {
+        node_count: 0,
+    })))
+    .await
+    .unwrap();
+    let inbound = a
+        .client
+        .stream_desired_states(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, inbound)
+}
+
+/// The next EFFECTIVE result of `seq`, skipping everything else.
+async fn effective(inbound: &mut Streaming<ActuatorMessage>, seq: u64) -> NodeResult {
+    loop {
+        let m = tokio::time::timeout(WAIT, inbound.message())
+            .await
+            .expect("a result within the wait")
+            .unwrap()
+            .expect("stream open");
+        if let Some(actuator_message::Kind::Result(r)) = m.kind
+            && phase(&r) == ResultPhase::Effective
+            && r.version.unwrap().seq == seq
+        {
+            return r;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_lb_is_written_by_its_assigned_replica_only() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut a = start_actuator(&sim, &cluster, &["--identity", "a"]).await;
+    let mut b = start_actuator(&sim, &cluster, &["--identity", "b"]).await;
+    let (ta, mut ra) = open(&mut a, 3).await;
+    let (tb, mut rb) = open(&mut b, 3).await;
+    ta.send(assignment(3, 1, &["kubernetes"], 5000))
+        .await
+        .unwrap();
+    tb.send(assignment(3, 1, &["kubernetes-internal"], 5000))
+        .await
+        .unwrap();
+    let node = &cluster.nodes[3];
+    for tx in [&ta, &tb] {
+        let d = desired(node, AdminState::Down, 3, 1);
+        tx.send(msg(signal_message::Kind::Delta(d))).await.unwrap();
+    }
+    let from_a = effective(&mut ra, 1).await;
+    let from_b = effective(&mut rb, 1).await;
+    assert_eq!(from_a.load_balancers, vec!["kubernetes"]);
+    assert_eq!(from_b.load_balancers, vec!["kubernetes-internal"]);
+    assert!(all_are(&sim, &cluster, node, "Down"));
+    // One PUT per LB: nobody queued behind another replica's lock.
+    assert_eq!(puts(&sim, "kubernetes"), 1);
+    assert_eq!(puts(&sim, "kubernetes-internal"), 1);
+
+    // A takes over B's LB (B's replica "died"): A reports the larger set for the same version
+    // once it confirmed the internal LB too, without a new desired state.
+    ta.send(assignment(
+        3,
+        2,
+        &["kubernetes", "kubernetes-internal"],
+        5000,
+    ))
+    .await
+    .unwrap();
+    let again = effective(&mut ra, 1).await;
+    assert_eq!(
+        again.load_balancers,
+        vec!["kubernetes", "kubernetes-internal"]
+    );
+    assert_eq!(
+        puts(&sim, "kubernetes-internal"),
+        1,
+        "already Down: no write"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_or_stale_assignment_writes_nothing() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    let (tx, mut rx) = open(&mut a, 4).await;
+    tx.send(assignment(
+        4,
+        1,
+        &["kubernetes", "kubernetes-internal"],
+        300,
+    ))
+    .await
+    .unwrap();
+    // No heartbeat: the assignment lapses (a frozen replica wakes up like this).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let node = &cluster.nodes[5];
+    tx.send(msg(signal_message::Kind::Delta(desired(
+        node,
+        AdminState::Down,
+        4,
+        1,
+    ))))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
+        0
+    );
+    // A heartbeat renews it: the held state is written at once, no resync needed.
+    tx.send(assignment(
+        4,
+        1,
+        &["kubernetes", "kubernetes-internal"],
+        5000,
+    ))
+    .await
+    .unwrap();
+    let r = effective(&mut rx, 1).await;
+    assert_eq!(r.load_balancers.len(), 2);
+    assert!(all_are(&sim, &cluster, node, "Down"));
+    // An older generation is fenced off: the stream is refused.
+    tx.send(assignment(4, 0, &[], 5000)).await.unwrap();
+    let end = loop {
+        match tokio::time::timeout(WAIT, rx.message()).await.unwrap() {
+            Ok(Some(_)) => continue,
+            other => break other,
+        }
+    };
+    let status = end.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_is_seen_at_once_with_retry_after_10() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut tuning = fast_tuning();
+    tuning.completion_delay_ms = 2000;
+    tuning.retry_after_secs = 10;
+    sim.set_tuning(tuning);
+    let mut a = start_actuator(&sim, &cluster, &["--poll-interval", "150ms"]).await;
+    let (tx, mut rx) = open(&mut a, 1).await;
+    let node = &cluster.nodes[1];
+    tx.send(msg(signal_message::Kind::Delta(desired(
+        node,
+        AdminState::Down,
+        1,
+        1,
+    ))))
+    .await
+    .unwrap();
+    let r = effective(&mut rx, 1).await;
+    let reported = jiff::Timestamp::new(r.at.unwrap().seconds, r.at.unwrap().nanos).unwrap();
+    let in_arm = sim
+        .effective_log()
+        .iter()
+        .map(|e| e.time)
+        .max()
+        .expect("the write became effective");
+    let lag = reported.duration_since(in_arm);
+    assert!(
+        lag.as_secs_f64() < 0.5 && lag.as_secs_f64() >= 0.0,
+        "reported {lag:?} after ARM (Retry-After 10 s would make it ~8 s)"
+    );
+    // The operation URL was never polled before its Retry-After.
+    let polls = sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("operations"))
+        .count();
+    assert_eq!(polls, 0);
+}
