@@ -77,14 +77,25 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
             .tls_config(tls)
             .map_err(|e| ServerError::Tls(e.to_string()))?;
     }
+    // Our own listener bypasses tonic's `tcp_nodelay`: set it per connection, or Nagle holds
+    // small answers back for a delayed ACK (~40 ms per unary call). HTTP/2 keepalive ends
+    // streams of a peer that hangs without closing its connection.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |conn| {
+            if let Ok(c) = &conn {
+                let _ = c.set_nodelay(true);
+            }
+            conn
+        },
+    );
     builder
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(1)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(2)))
         .add_service(health_svc)
         .add_service(reflection)
         .add_service(ActuatorServer::new(svc))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| ServerError::Serve(e.to_string()))
 }
