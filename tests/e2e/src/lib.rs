@@ -20,3 +20,4 @@ pub mod results;
 pub mod sandbox;
 pub mod scenarios;
 pub mod stack;
+pub mod wave;

@@ -141,6 +141,18 @@ impl Proc {
         let _ = self.child.kill().await;
     }
 
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Sends a signal by name (`STOP` freezes the process like a hung node, `CONT` wakes it).
+    pub async fn signal(&self, name: &str) {
+        if let Some(pid) = self.child.id() {
+            signal_pid(pid, name).await;
+        }
+    }
+
     /// A graceful stop: SIGTERM, then SIGKILL if still running after `grace`.
     pub async fn terminate(&mut self, grace: Duration) {
         if let Some(pid) = self.child.id() {
@@ -161,4 +173,12 @@ impl Proc {
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
+}
+
+/// Sends the signal `name` to `pid`.
+pub async fn signal_pid(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .await;
 }

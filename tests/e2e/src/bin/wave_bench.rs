@@ -1,0 +1,224 @@
+//! `wave_bench`: waves of nodes tainted over 2 s against the whole system, per actuator
+//! replica count and ARM poll cadence, each judged against the ideal single writer computed
+//! from the same signal times (`cutover_e2e::wave`). Prints a table; not a test.
+//!
+//!     cargo run --release --bin wave_bench                 # the full grid (~15 min)
+//!     cargo run --release --bin wave_bench -- --smoke      # one small cell
+
+use clap::Parser;
+use cutover_e2e::judge::State;
+use cutover_e2e::procs;
+use cutover_e2e::sandbox::Sandbox;
+use cutover_e2e::stack::StackOptions;
+use cutover_e2e::wave::{self, WaveFigures};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "wave_bench",
+    about = "Time to effective of node waves against the ideal"
+)]
+struct Cli {
+    /// Wave sizes (nodes tainted over `--spread`).
+    #[arg(long, value_delimiter = ',', default_value = "100,500")]
+    waves: Vec<usize>,
+    /// Retry-After of operation polls and lock conflicts, seconds (10: NRP's cadence).
+    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    retry_after: Vec<u64>,
+    /// Actuator replica counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    replicas: Vec<usize>,
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 640)]
+    nodes: usize,
+    /// Seconds over which a wave's taints are spread.
+    #[arg(long, default_value_t = 2.0)]
+    spread: f64,
+    /// Also freeze one of three replicas (SIGSTOP) mid-wave.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    frozen: bool,
+    /// One small cell (CI smoke): 20 nodes, Retry-After 10, 2 replicas, no frozen case.
+    #[arg(long)]
+    smoke: bool,
+}
+
+struct Cell {
+    wave: usize,
+    retry_after: u64,
+    replicas: usize,
+    down: WaveFigures,
+    up: WaveFigures,
+}
+
+fn options(nodes: usize, replicas: usize, retry_after: u64, dir: PathBuf) -> StackOptions {
+    let mut o = StackOptions::realistic("aks", nodes, dir);
+    o.actuators = replicas;
+    o.signals = 1;
+    o.arm_tuning.retry_after_secs = retry_after;
+    o.arm_tuning.lock_retry_after_secs = retry_after;
+    o
+}
+
+fn wave_nodes(sb: &mut Sandbox, n: usize) -> anyhow::Result<Vec<String>> {
+    let user = n.min(sb.unused_count("userpool"));
+    let mut nodes = sb.fresh_nodes("userpool", user)?;
+    nodes.extend(sb.fresh_nodes("spotpool", n - user)?);
+    Ok(nodes)
+}
+
+async fn cell(
+    cli: &Cli,
+    dir: &std::path::Path,
+    wave_n: usize,
+    ra: u64,
+    r: usize,
+) -> anyhow::Result<Cell> {
+    let opts = options(cli.nodes, r, ra, dir.join(format!("w{wave_n}-ra{ra}-r{r}")));
+    let (put, op) = (
+        opts.arm_tuning.latency_ms.put as f64,
+        opts.arm_tuning.completion_delay_ms as f64,
+    );
+    let mut sb = Sandbox::start(opts).await?;
+    let nodes = wave_nodes(&mut sb, wave_n)?;
+    let spread = Duration::from_secs_f64(cli.spread);
+    let timeout = Duration::from_secs(180);
+    let down = wave::play(&mut sb, &nodes, State::Down, spread, put, op, timeout).await?;
+    let up = wave::play(&mut sb, &nodes, State::None, spread, put, op, timeout).await?;
+    sb.stack.stop().await;
+    Ok(Cell {
+        wave: wave_n,
+        retry_after: ra,
+        replicas: r,
+        down,
+        up,
+    })
+}
+
+/// Three replicas, Retry-After 10: one replica frozen 0.5 s into a wave, woken after the
+/// wave is effective. Returns (seconds from the freeze until every node was effective,
+/// problems found after the wake-up).
+async fn frozen(
+    cli: &Cli,
+    dir: &std::path::Path,
+    wave_n: usize,
+) -> anyhow::Result<(f64, Vec<String>)> {
+    let mut sb = Sandbox::start(options(cli.nodes, 3, 10, dir.join("frozen"))).await?;
+    let nodes = wave_nodes(&mut sb, wave_n)?;
+    let pid = sb.stack.actuators[0]
+        .proc
+        .as_ref()
+        .and_then(|p| p.pid())
+        .ok_or_else(|| anyhow::anyhow!("actuator-0 is not running"))?;
+    let spread = Duration::from_secs_f64(cli.spread);
+    let freeze = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        procs::signal_pid(pid, "STOP").await;
+        jiff::Timestamp::now()
+    };
+    let timeout = Duration::from_secs(180);
+    let (frozen_at, fig) = tokio::join!(
+        freeze,
+        wave::play(&mut sb, &nodes, State::Down, spread, 200.0, 2000.0, timeout)
+    );
+    fig?;
+    // The last node's effective time, from ARM's log.
+    let log = cutover_e2e::observe::changes(&sb.stack.arm);
+    let done = log
+        .iter()
+        .filter(|c| c.state == State::Down)
+        .map(|c| c.time)
+        .max()
+        .unwrap_or(frozen_at);
+    procs::signal_pid(pid, "CONT").await;
+    let woke = jiff::Timestamp::now();
+    // A woken stale replica must not write anything.
+    let problems = sb.expect_no_change(woke, Duration::from_secs(5)).await;
+    sb.stack.stop().await;
+    Ok((done.duration_since(frozen_at).as_secs_f64(), problems))
+}
+
+fn s(ms: f64) -> String {
+    format!("{:.2}", ms / 1000.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut cli = Cli::parse();
+    if cli.smoke {
+        cli.waves = vec![20];
+        cli.retry_after = vec![10];
+        cli.replicas = vec![2];
+        cli.nodes = 60;
+        cli.frozen = false;
+    }
+    let dir = PathBuf::from("target/wave-bench").join(
+        jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string(),
+    );
+    let mut cells = Vec::new();
+    for &w in &cli.waves {
+        for &ra in &cli.retry_after {
+            for &r in &cli.replicas {
+                eprintln!("wave {w}, Retry-After {ra} s, {r} replica(s) ...");
+                cells.push(cell(&cli, &dir, w, ra, r).await?);
+            }
+        }
+    }
+    println!(
+        "{:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8} {:>6} | {:>7} {:>7} {:>5} {:>6}",
+        "wave",
+        "RA s",
+        "rep",
+        "cut50",
+        "cut99",
+        "ideal99",
+        "ratio",
+        "rst50",
+        "rst99",
+        "ideal99",
+        "ratio",
+        "PUT/LB↓",
+        "PUT/LB↑",
+        "locks",
+        "reads"
+    );
+    for c in &cells {
+        println!(
+            "{:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6}",
+            c.wave,
+            c.retry_after,
+            c.replicas,
+            s(c.down.p50_ms),
+            s(c.down.p99_ms),
+            s(c.down.ideal_p99_ms),
+            c.down.ratio(),
+            s(c.up.p50_ms),
+            s(c.up.p99_ms),
+            s(c.up.ideal_p99_ms),
+            c.up.ratio(),
+            c.down.puts_per_lb,
+            c.up.puts_per_lb,
+            c.down.lock_conflicts + c.up.lock_conflicts,
+            c.down.reads + c.up.reads,
+        );
+    }
+    if cli.frozen {
+        let (secs, problems) = frozen(&cli, &dir, 100).await?;
+        println!(
+            "frozen replica (1 of 3 SIGSTOPped 0.5 s into a 100-node wave, Retry-After 10): every node effective {secs:.2} s after the freeze; after waking: {}",
+            if problems.is_empty() {
+                "no entry changed".to_string()
+            } else {
+                problems.join("; ")
+            }
+        );
+    }
+    let worst = cells
+        .iter()
+        .flat_map(|c| [c.down.ratio(), c.up.ratio()])
+        .fold(0.0_f64, f64::max);
+    println!("worst p99 / ideal p99: {worst:.2} (target at most 1.15)");
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! Waves of nodes leaving together, measured against the ideal.
+//!
+//! The ideal (`design.md` section 8) is one writer per load balancer that sends the next
+//! coalesced write the instant the previous operation ends: a node signalled while its LB is
+//! idle is cut after one PUT and one operation; a node signalled while an operation runs waits
+//! for it and then one more. [`ideal_ms`] replays the actual signal times through that model
+//! (pure), so every measured wave is judged against what its own arrival pattern allowed.
+
+use crate::judge::{self, State};
+use crate::kube_ops::OUT_OF_SERVICE;
+use crate::report::percentile;
+use crate::sandbox::{Sandbox, ms};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Per-node latency (ms) of the ideal single writer for signals at `signals` (ms, any order),
+/// with a PUT taking `put_ms` and its operation `op_ms`. Every LB runs the same schedule in
+/// parallel, so one LB stands for all.
+pub fn ideal_ms(signals: &[f64], put_ms: f64, op_ms: f64) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..signals.len()).collect();
+    order.sort_by(|a, b| signals[*a].total_cmp(&signals[*b]));
+    let mut out = vec![0.0; signals.len()];
+    let mut free_at = f64::NEG_INFINITY;
+    let mut i = 0;
+    while i < order.len() {
+        // The write starts when the writer is free and something is waiting; it carries every
+        // signal that arrived by then.
+        let start = free_at.max(signals[order[i]]);
+        let done = start + put_ms + op_ms;
+        while i < order.len() && signals[order[i]] <= start {
+            out[order[i]] = done - signals[order[i]];
+            i += 1;
+        }
+        free_at = done;
+    }
+    out
+}
+
+/// What one wave direction measured.
+#[derive(Debug, Clone, Default)]
+pub struct WaveFigures {
+    pub nodes: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub ideal_p99_ms: f64,
+    /// PUTs per load balancer (the most any LB got).
+    pub puts_per_lb: usize,
+    /// Writes refused because another operation held the LB.
+    pub lock_conflicts: usize,
+    pub reads: usize,
+}
+
+impl WaveFigures {
+    pub fn ratio(&self) -> f64 {
+        if self.ideal_p99_ms > 0.0 {
+            self.p99_ms / self.ideal_p99_ms
+        } else {
+            f64::NAN
+        }
+    }
+}
+
+/// Taints (`Down`) or untaints (`None`) `nodes` spread evenly over `spread`, waits until every
+/// entry reads the state in ARM, and measures each node from its own signal.
+pub async fn play(
+    sb: &mut Sandbox,
+    nodes: &[String],
+    state: State,
+    spread: Duration,
+    put_ms: f64,
+    op_ms: f64,
+    timeout: Duration,
+) -> anyhow::Result<WaveFigures> {
+    let t0 = jiff::Timestamp::now();
+    let start = tokio::time::Instant::now();
+    let mut signalled = Vec::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        let due = spread.mul_f64(i as f64 / nodes.len().max(1) as f64);
+        tokio::time::sleep_until(start + due).await;
+        if state == State::Down {
+            sb.ops
+                .taint(n, OUT_OF_SERVICE, Some("wave"), "NoExecute")
+                .await?;
+            sb.down.insert(n.clone());
+        } else {
+            sb.ops.untaint(n, OUT_OF_SERVICE).await?;
+            sb.down.remove(n);
+        }
+        signalled.push((n.clone(), jiff::Timestamp::now()));
+    }
+    sb.wait_state(nodes, state, t0, timeout)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let log = crate::observe::changes(&sb.stack.arm);
+    let mut latencies = Vec::with_capacity(nodes.len());
+    let mut signals = Vec::with_capacity(nodes.len());
+    for (n, at) in &signalled {
+        let d = judge::time_to_effective(&sb.stack.cluster, &log, n, state, *at)
+            .ok_or_else(|| anyhow::anyhow!("{n}: no {state:?} after its signal"))?;
+        latencies.push(ms(d));
+        signals.push(ms(at.duration_since(t0)));
+    }
+    let ideal = ideal_ms(&signals, put_ms, op_ms);
+    let mut puts: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut lock_conflicts, mut reads) = (0, 0);
+    for r in sb.stack.arm.requests() {
+        if r.time < t0 || r.path.contains("/oauth2/") || r.path.contains("/msi/") {
+            continue;
+        }
+        if r.lock_hit {
+            lock_conflicts += 1;
+        }
+        match r.method.as_str() {
+            "GET" => reads += 1,
+            "PUT" => {
+                if let Some(lb) = r.path.split("/loadBalancers/").nth(1) {
+                    let lb = lb.split(['/', '?']).next().unwrap_or_default();
+                    *puts.entry(lb.to_string()).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(WaveFigures {
+        nodes: nodes.len(),
+        p50_ms: percentile(&latencies, 50.0).unwrap_or(f64::NAN),
+        p99_ms: percentile(&latencies, 99.0).unwrap_or(f64::NAN),
+        ideal_p99_ms: percentile(&ideal, 99.0).unwrap_or(f64::NAN),
+        puts_per_lb: puts.values().copied().max().unwrap_or(0),
+        lock_conflicts,
+        reads,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_writer_cuts_at_the_floor() {
+        assert_eq!(ideal_ms(&[0.0], 200.0, 2000.0), vec![2200.0]);
+        // Far apart: each at the floor.
+        assert_eq!(
+            ideal_ms(&[0.0, 10_000.0], 200.0, 2000.0),
+            vec![2200.0, 2200.0]
+        );
+    }
+
+    #[test]
+    fn arrivals_during_a_write_wait_for_it_then_one_more() {
+        // 0 starts a write (done 2200); 100 and 2000 wait for it, go out at 2200, done 4400.
+        let got = ideal_ms(&[2000.0, 0.0, 100.0], 200.0, 2000.0);
+        assert_eq!(got, vec![2400.0, 2200.0, 4300.0]);
+        // A signal exactly at the moment the writer frees up joins that next write.
+        let got = ideal_ms(&[0.0, 2200.0, 2300.0], 200.0, 2000.0);
+        assert_eq!(got, vec![2200.0, 2200.0, 4300.0]);
+    }
+}
