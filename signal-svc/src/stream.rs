@@ -1,7 +1,6 @@
 //! The desired-state streams to actuator-svc: one task per endpoint, on the leader only.
 //!
-//! Each (re)connect sends `Hello`, the full snapshot of the nodes routed to that endpoint in
-//! chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
+//! Each (re)connect sends `Hello`, the full snapshot of every asserted node in chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
 //! woken. A periodic resync ends the stream cleanly and opens a new one (the protocol allows a
 //! snapshot only at the start of a stream). Failures reconnect with capped, jittered backoff.
 
@@ -303,7 +302,7 @@ async fn leadership_changed(rx: &mut watch::Receiver<Option<u64>>, epoch: u64) {
     }
 }
 
-/// Follows the endpoint set: re-routes nodes and starts/stops endpoint tasks.
+/// Follows the endpoint set: starts/stops endpoint tasks (every endpoint gets every node).
 pub async fn manager(
     cfg: StreamConfig,
     shared: Arc<Shared>,
@@ -320,14 +319,14 @@ pub async fn manager(
             tasks.retain(|ep, (_, stop)| {
                 let keep = eps.contains(ep);
                 if !keep {
-                    // Removed endpoint: its nodes move elsewhere; stop at once.
+                    // Removed endpoint: stop at once.
                     stop.cancel();
                     shared.set_stream_ready(ep, false);
                 }
                 keep
             });
             for ep in &eps {
-                // Register the wake-up handle before routing so no wake-up is lost.
+                // Register the wake-up handle before the outbox so no wake-up is lost.
                 shared.notify_for(ep);
                 if !tasks.contains_key(ep) {
                     let stop = shutdown.child_token();
