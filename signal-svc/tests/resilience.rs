@@ -200,6 +200,56 @@ async fn leader_failover_takes_over_without_duplicate_taints() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_crash_delays_a_cut_by_at_most_two_seconds() {
+    let c = cluster(6).await;
+    let act = FakeActuator::start("a", Mode::Effective).await;
+    let a = start(&c, "pod-a", &[act.endpoint()], &[]).await;
+    let b = start(&c, "pod-b", &[act.endpoint()], &[]).await;
+    a.wait_ready().await;
+    b.wait_ready().await;
+    let a_leads = eventually("one leader", || async {
+        match (a.is_leader().await, b.is_leader().await) {
+            (true, false) => Some(true),
+            (false, true) => Some(false),
+            _ => None,
+        }
+    })
+    .await;
+    let (leader, standby) = if a_leads { (a, b) } else { (b, a) };
+    let first_epoch = eventually("hello", || async {
+        act.state.hello_epochs().last().copied()
+    })
+    .await;
+    let n = c.node_names().await;
+    // Let the leader renew a few times, so the kill lands at a random point of its cycle.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    leader.kill().await; // no release
+    let killed = tokio::time::Instant::now();
+    c.add_taint(&n[0], OOS, None, "NoExecute").await;
+    let (at, epoch) = eventually("the standby streams the Down", || async {
+        act.state
+            .state_received_after(&n[0], AdminState::Down, killed)
+            .filter(|(_, e)| *e > first_epoch)
+    })
+    .await;
+    let took = at - killed;
+    println!("leader killed -> Down streamed by the new leader (epoch {epoch}): {took:?}");
+    // Lease 1.5 s + one standby look (0.25 s) + acquire, connect and snapshot; some slack
+    // for a loaded test machine.
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    assert!(
+        act.state
+            .deltas(&n[0])
+            .iter()
+            .all(|d| d.version.unwrap().epoch != first_epoch),
+        "the dead leader sent nothing"
+    );
+    standby.wait_ready().await;
+    standby.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_streaming_and_release_hands_over() {
     let c = cluster(6).await;
     let act = FakeActuator::start("a", Mode::Effective).await;

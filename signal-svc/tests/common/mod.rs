@@ -337,6 +337,34 @@ impl FakeState {
             .map(|(_, at)| *at)
     }
 
+    /// When `node` with `desired` first arrived (snapshot or delta) after `since`, and the
+    /// version's epoch.
+    pub fn state_received_after(
+        &self,
+        node: &str,
+        desired: AdminState,
+        since: tokio::time::Instant,
+    ) -> Option<(tokio::time::Instant, u64)> {
+        let streams = self.streams.lock();
+        streams
+            .iter()
+            .flat_map(|s| s.msgs.iter().zip(s.at.iter()))
+            .filter(|(_, at)| **at >= since)
+            .find_map(|(m, at)| {
+                let states: Vec<&NodeDesiredState> = match &m.kind {
+                    Some(Kind::Delta(d)) => vec![d],
+                    Some(Kind::Snapshot(s)) => s.nodes.iter().collect(),
+                    _ => vec![],
+                };
+                states
+                    .into_iter()
+                    .find(|d| {
+                        d.desired() == desired && d.node.as_ref().is_some_and(|r| r.name == node)
+                    })
+                    .map(|d| (*at, d.version.unwrap_or_default().epoch))
+            })
+    }
+
     pub fn forgets(&self, node: &str) -> usize {
         self.streams
             .lock()
