@@ -43,6 +43,16 @@ pub struct Args {
     #[arg(long, env = "SIGNAL_ADMIN_LISTEN", default_value = "0.0.0.0:9090")]
     pub admin_listen: SocketAddr,
 
+    /// How long an actuator's load-balancer assignment holds without a heartbeat (sent every
+    /// third of it). A dead replica's load balancers move after about this long.
+    #[arg(long, env = "SIGNAL_ASSIGNMENT_VALID_FOR", default_value = "3s", value_parser = parse_duration)]
+    pub assignment_valid_for: Duration,
+
+    /// HTTP/2 keepalive interval and ack timeout on actuator channels: a hung replica
+    /// (SIGSTOP, partition without RST) is detected within about twice this.
+    #[arg(long, env = "SIGNAL_ACTUATOR_KEEPALIVE", default_value = "1s", value_parser = parse_duration)]
+    pub actuator_keepalive: Duration,
+
     /// Period of the full snapshot re-sent on every stream (repairs drift).
     #[arg(long, env = "SIGNAL_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub resync_interval: Duration,
@@ -71,13 +81,20 @@ pub struct LeaseArgs {
     #[arg(long, env = "SIGNAL_LEASE_NAME", default_value = "cutover-signal-svc")]
     pub lease_name: String,
 
-    /// How long a Lease stays valid without renewal; a standby takes over after this.
-    #[arg(long, env = "SIGNAL_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    /// How long a Lease stays valid without renewal; a standby takes over after this. Short,
+    /// so a leader that dies without releasing costs little: versions, epochs at the
+    /// actuators and RV-checked taints make a brief overlap harmless. Sub-second precision is
+    /// kept in an annotation (`leaseDurationSeconds` is whole seconds, rounded up).
+    #[arg(long, env = "SIGNAL_LEASE_DURATION", default_value = "1500ms", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
-    /// How often the leader renews (and standbys retry).
-    #[arg(long, env = "SIGNAL_LEASE_RENEW_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    /// How often the leader renews; it steps down after 2/3 of the duration without renewal.
+    #[arg(long, env = "SIGNAL_LEASE_RENEW_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub lease_renew_interval: Duration,
+
+    /// How often a standby reads the Lease to see whether it expired.
+    #[arg(long, env = "SIGNAL_LEASE_RETRY_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
+    pub lease_retry_interval: Duration,
 }
 
 /// Where actuator-svc runs.
@@ -154,6 +171,9 @@ pub struct Config {
     pub lease_name: String,
     pub lease_duration: Duration,
     pub lease_renew_interval: Duration,
+    pub lease_retry_interval: Duration,
+    pub assignment_valid_for: Duration,
+    pub actuator_keepalive: Duration,
     pub discovery: Discovery,
     pub resolve_interval: Duration,
     pub tls: Option<TlsMaterial>,
@@ -221,6 +241,21 @@ impl Args {
                 "lease-renew-interval",
                 "must be > 0 and at most half of --lease-duration",
             ));
+        }
+        if lease.lease_retry_interval.is_zero() || lease.lease_retry_interval > lease.lease_duration
+        {
+            return Err(invalid(
+                "lease-retry-interval",
+                "must be > 0 and at most --lease-duration",
+            ));
+        }
+        if !(Duration::from_millis(300)..=Duration::from_secs(60))
+            .contains(&self.assignment_valid_for)
+        {
+            return Err(invalid("assignment-valid-for", "must be 300ms..60s"));
+        }
+        if self.actuator_keepalive < Duration::from_millis(100) {
+            return Err(invalid("actuator-keepalive", "must be at least 100ms"));
         }
         let discovery = match (
             self.actuator.actuator_service,
@@ -328,6 +363,9 @@ impl Args {
             lease_name: self.lease.lease_name,
             lease_duration: self.lease.lease_duration,
             lease_renew_interval: self.lease.lease_renew_interval,
+            lease_retry_interval: self.lease.lease_retry_interval,
+            assignment_valid_for: self.assignment_valid_for,
+            actuator_keepalive: self.actuator_keepalive,
             discovery,
             resolve_interval: RESOLVE_INTERVAL,
             tls,
@@ -413,8 +451,8 @@ mod tests {
             Discovery::Static(vec!["10.0.0.1:9443".into(), "10.0.0.2:9443".into()])
         );
         assert_eq!(c.lease_name, "cutover-signal-svc");
-        assert_eq!(c.lease_duration, Duration::from_secs(15));
-        assert_eq!(c.lease_renew_interval, Duration::from_secs(2));
+        assert_eq!(c.lease_duration, Duration::from_millis(1500));
+        assert_eq!(c.lease_renew_interval, Duration::from_millis(500));
         assert_eq!(c.resync_interval, Duration::from_secs(300));
         assert_eq!(c.tombstone_ttl, Duration::from_secs(900));
         assert_eq!(c.shutdown_grace, Duration::from_secs(10));

@@ -22,6 +22,7 @@ pub mod leader;
 pub mod metrics;
 pub mod results;
 pub mod runtime;
+pub mod slim_node;
 pub mod state;
 pub mod stream;
 pub mod taint;

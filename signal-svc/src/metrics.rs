@@ -23,6 +23,10 @@ pub struct Metrics {
     pub leader: Gauge,
     pub epoch: Gauge,
     pub asserted_nodes: Gauge,
+    assignment_lbs: Family<Labels, Gauge>,
+    lb_owner: Family<Labels, Gauge>,
+    pub assignment_failovers: Counter,
+    pub assignment_changes: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -55,6 +59,10 @@ impl Metrics {
             leader: Gauge::default(),
             epoch: Gauge::default(),
             asserted_nodes: Gauge::default(),
+            assignment_lbs: Family::default(),
+            lb_owner: Family::default(),
+            assignment_failovers: Counter::default(),
+            assignment_changes: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("signals", "Signals seen, by kind (taint, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
@@ -104,6 +112,26 @@ impl Metrics {
             "Nodes asserted on the streams (Down or tombstoned None)",
             m.asserted_nodes.clone(),
         );
+        registry.register(
+            "assignment_load_balancers",
+            "Load balancers assigned to each live actuator endpoint (leader only)",
+            m.assignment_lbs.clone(),
+        );
+        registry.register(
+            "load_balancer_owner",
+            "1 for the actuator endpoint that writes a load balancer; a load balancer without a series has no owner (fenced or no live stream)",
+            m.lb_owner.clone(),
+        );
+        registry.register(
+            "assignment_failovers",
+            "Load balancers handed over from a lost actuator stream after its assignment lapsed",
+            m.assignment_failovers.clone(),
+        );
+        registry.register(
+            "assignment_changes",
+            "Changes of the load balancer assignment (generations sent)",
+            m.assignment_changes.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -123,6 +151,28 @@ impl Metrics {
         self.results
             .get_or_create(&vec![("phase", phase.to_owned())])
             .inc();
+    }
+
+    /// The current assignment: owner per load balancer, count per endpoint.
+    pub fn set_assignment(&self, owners: &[(String, Option<String>)], counts: &[(String, usize)]) {
+        self.assignment_changes.inc();
+        self.lb_owner.clear();
+        for (lb, owner) in owners {
+            if let Some(ep) = owner {
+                self.lb_owner
+                    .get_or_create(&vec![
+                        ("load_balancer", lb.clone()),
+                        ("endpoint", ep.clone()),
+                    ])
+                    .set(1);
+            }
+        }
+        self.assignment_lbs.clear();
+        for (ep, n) in counts {
+            self.assignment_lbs
+                .get_or_create(&vec![("endpoint", ep.clone())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Text exposition format.

@@ -1,7 +1,9 @@
 //! Actuator results: metrics and Node events, only for the current version of a node, each
 //! phase once per version (a resync re-sends the same version; it must not repeat events).
+//! Several replicas each cover their load balancers; [`Coverage`] combines them.
 
-use crate::state::{Reported, Shared};
+use crate::domain::coverage::{Coverage, Reached};
+use crate::state::Shared;
 use cutover_proto::v1::{AdminState, NodeResult, ResultPhase};
 use jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -40,76 +42,75 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         return None;
     }
     let phase = ResultPhase::try_from(r.phase).ok()?;
-    let mut reported = shared.reported.lock();
-    let rep = reported.entry(node.uid.clone()).or_default();
-    if rep.version != Some(version) {
-        *rep = Reported {
-            version: Some(version),
-            ..Reported::default()
-        };
-    }
+    let managed = shared.assign.lock().managed().clone();
+    let reached = {
+        let mut reported = shared.reported.lock();
+        let cov: &mut Coverage = reported.entry(node.uid.clone()).or_default();
+        cov.add(version, phase, &r.load_balancers, &managed)
+    };
     let down = r.desired == AdminState::Down as i32;
-    match phase {
-        ResultPhase::Accepted if !rep.accepted => {
-            rep.accepted = true;
-            shared.metrics.result("accepted");
-            if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
-                shared.metrics.signal_to_accepted.observe(s);
+    let mut event = None;
+    for step in reached {
+        match step {
+            Reached::Accepted => {
+                shared.metrics.result("accepted");
+                if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
+                    shared.metrics.signal_to_accepted.observe(s);
+                }
             }
-            None
-        }
-        ResultPhase::Effective if !rep.effective => {
-            rep.effective = true;
-            shared.metrics.result("effective");
-            if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
-                shared.metrics.signal_to_effective.observe(s);
-            }
-            if down && let Some(left) = secs_since(current.deadline.as_ref(), now) {
-                shared.metrics.notice_window_remaining.observe(-left);
-            }
-            let pools: Vec<String> = r
-                .entries
-                .iter()
-                .map(|e| format!("{}/{}", e.load_balancer, e.pool))
-                .collect();
-            let state = if down { "Down" } else { "None" };
-            Some(NodeEvent {
-                node: node.name.clone(),
-                uid: node.uid.clone(),
-                warning: false,
-                reason: if down {
-                    "LoadBalancerAdminStateDown"
+            Reached::Effective => {
+                shared.metrics.result("effective");
+                if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
+                    shared.metrics.signal_to_effective.observe(s);
+                }
+                if down && let Some(left) = secs_since(current.deadline.as_ref(), now) {
+                    shared.metrics.notice_window_remaining.observe(-left);
+                }
+                let state = if down { "Down" } else { "None" };
+                let lbs: Vec<&str> = if managed.is_empty() {
+                    r.entries.iter().map(|e| e.load_balancer.as_str()).collect()
                 } else {
-                    "LoadBalancerAdminStateNone"
-                },
-                note: truncate(format!(
-                    "Load balancer admin state {state} is effective on {} backend entries ({})",
-                    r.entries.len(),
-                    pools.join(", ")
-                )),
-            })
+                    managed.iter().map(String::as_str).collect()
+                };
+                let mut lbs = lbs;
+                lbs.sort_unstable();
+                lbs.dedup();
+                event = Some(NodeEvent {
+                    node: node.name.clone(),
+                    uid: node.uid.clone(),
+                    warning: false,
+                    reason: if down {
+                        "LoadBalancerAdminStateDown"
+                    } else {
+                        "LoadBalancerAdminStateNone"
+                    },
+                    note: truncate(format!(
+                        "Load balancer admin state {state} is effective on every managed load balancer ({})",
+                        lbs.join(", ")
+                    )),
+                });
+            }
+            Reached::Failed => {
+                shared.metrics.result("failed");
+                let retry = if r.will_retry {
+                    "; the actuator retries"
+                } else {
+                    ""
+                };
+                event = Some(NodeEvent {
+                    node: node.name.clone(),
+                    uid: node.uid.clone(),
+                    warning: true,
+                    reason: "LoadBalancerAdminStateUpdateFailed",
+                    note: truncate(format!(
+                        "Setting the load balancer admin state failed: {}{retry}",
+                        r.reason
+                    )),
+                });
+            }
         }
-        ResultPhase::Failed if !rep.failed => {
-            rep.failed = true;
-            shared.metrics.result("failed");
-            let retry = if r.will_retry {
-                "; the actuator retries"
-            } else {
-                ""
-            };
-            Some(NodeEvent {
-                node: node.name.clone(),
-                uid: node.uid.clone(),
-                warning: true,
-                reason: "LoadBalancerAdminStateUpdateFailed",
-                note: truncate(format!(
-                    "Setting the load balancer admin state failed: {}{retry}",
-                    r.reason
-                )),
-            })
-        }
-        _ => None,
     }
+    event
 }
 
 fn truncate(mut s: String) -> String {

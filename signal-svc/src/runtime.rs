@@ -110,12 +110,10 @@ impl Service {
                     .unwrap_or(jiff::SignedDuration::MAX),
             ),
         };
-        let shared = Arc::new(Shared::new(
-            core,
-            config.identity.clone(),
-            config.dry_run,
-            taint_tx,
-        ));
+        let shared = Arc::new(
+            Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
+                .with_assignment_valid_for(config.assignment_valid_for),
+        );
         let stop = shutdown.child_token();
         let (ep_tx, ep_rx) = tokio_watch::channel(Vec::new());
         let (ev_tx, ev_rx) = mpsc::channel(1024);
@@ -168,6 +166,7 @@ impl Service {
                 identity: config.identity.clone(),
                 duration: config.lease_duration,
                 renew_interval: config.lease_renew_interval,
+                retry_interval: config.lease_retry_interval,
             };
             tasks.spawn({
                 let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
@@ -200,6 +199,7 @@ impl Service {
             tls: config.tls.clone(),
             default_server_name,
             resync_interval: config.resync_interval,
+            keepalive: config.actuator_keepalive,
         };
         tasks.spawn({
             let (s, t) = (shared.clone(), stop.clone());
@@ -218,7 +218,7 @@ impl Service {
                         _ = t.cancelled() => break,
                         _ = tokio::time::sleep(every) => {}
                     }
-                    let n = s.core.lock().dispatch.expire(jiff::Timestamp::now());
+                    let n = s.expire(jiff::Timestamp::now());
                     if n > 0 {
                         tracing::debug!(expired = n, "tombstones expired");
                     }

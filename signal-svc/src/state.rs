@@ -1,9 +1,10 @@
 //! State shared by the adapters: the pure core behind one lock, readiness, leadership.
 
+use crate::domain::assign::Assigner;
+use crate::domain::coverage::Coverage;
 use crate::domain::dispatch::Dispatcher;
 use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
-use cutover_proto::v1::Version;
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -18,14 +19,8 @@ pub struct Core {
     pub dispatch: Dispatcher,
 }
 
-/// Phases already reported for the current version of a node (to report each once).
-#[derive(Debug, Default)]
-pub struct Reported {
-    pub version: Option<Version>,
-    pub accepted: bool,
-    pub effective: bool,
-    pub failed: bool,
-}
+/// How long an actuator's assignment holds without a heartbeat, unless configured.
+pub const DEFAULT_ASSIGNMENT_VALID_FOR: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Shared by every task of one signal-svc instance.
 #[derive(Debug)]
@@ -40,7 +35,10 @@ pub struct Shared {
     events_synced: AtomicBool,
     leader_tx: watch::Sender<Option<u64>>,
     taint_tx: mpsc::UnboundedSender<TaintRequest>,
-    pub reported: Mutex<HashMap<String, Reported>>,
+    /// Per node UID: what the results for its current version have covered.
+    pub reported: Mutex<HashMap<String, Coverage>>,
+    /// Which live stream writes which load balancer (leader only).
+    pub assign: Mutex<Assigner>,
 }
 
 impl Shared {
@@ -63,7 +61,14 @@ impl Shared {
             leader_tx,
             taint_tx,
             reported: Mutex::default(),
+            assign: Mutex::new(Assigner::new(DEFAULT_ASSIGNMENT_VALID_FOR)),
         }
+    }
+
+    /// Sets how long assignments hold without a heartbeat.
+    pub fn with_assignment_valid_for(self, valid_for: std::time::Duration) -> Self {
+        *self.assign.lock() = Assigner::new(valid_for);
+        self
     }
 
     /// The wake-up handle of an endpoint's stream task.
@@ -84,7 +89,7 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
+    pub fn wake_all(&self) {
         for n in self.notifies.lock().values() {
             n.notify_one();
         }
@@ -161,6 +166,7 @@ impl Shared {
             core.index.pending_taints()
         };
         self.reported.lock().clear();
+        self.assign.lock().reset(epoch);
         self.metrics.leader.set(1);
         self.metrics
             .epoch
@@ -177,6 +183,18 @@ impl Shared {
         self.metrics.leader.set(0);
         self.leader_tx.send_replace(None);
         self.streams_ready.lock().clear();
+        self.assign.lock().reset(0);
+    }
+
+    /// Drops expired tombstones and the result coverage of nodes no longer asserted (memory
+    /// stays bounded by the asserted nodes).
+    pub fn expire(&self, now: Timestamp) -> usize {
+        let core = &mut *self.core.lock();
+        let n = core.dispatch.expire(now);
+        self.reported
+            .lock()
+            .retain(|uid, _| core.dispatch.current(uid).is_some());
+        n
     }
 
     /// Re-queues a taint request (after a transient failure).

@@ -1,11 +1,11 @@
 //! The desired-state streams to actuator-svc: one task per endpoint, on the leader only.
 //!
-//! Each (re)connect sends `Hello`, the full snapshot of the nodes routed to that endpoint in
-//! chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
+//! Each (re)connect sends `Hello`, the full snapshot of every asserted node in chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
 //! woken. A periodic resync ends the stream cleanly and opens a new one (the protocol allows a
 //! snapshot only at the start of a stream). Failures reconnect with capped, jittered backoff.
 
 use crate::config::TlsMaterial;
+use crate::domain::assign::{Outcome, StreamId};
 use crate::domain::backoff::Backoff;
 use crate::results::{self, NodeEvent};
 use crate::state::Shared;
@@ -34,7 +34,12 @@ pub struct StreamConfig {
     /// TLS name when `tls.server_name` is unset and the endpoint is an address.
     pub default_server_name: Option<String>,
     pub resync_interval: Duration,
+    /// HTTP/2 keepalive interval and ack timeout.
+    pub keepalive: Duration,
 }
+
+/// How long the actuator has to acknowledge the `Hello`.
+const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
@@ -50,6 +55,8 @@ pub enum StreamError {
     },
     #[error("endpoint {endpoint}: stream closed by the actuator")]
     Closed { endpoint: String },
+    #[error("endpoint {endpoint}: no HelloAck within {ACK_TIMEOUT:?}")]
+    NoAck { endpoint: String },
 }
 
 enum Ended {
@@ -76,9 +83,10 @@ async fn connect(
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let mut ep = tonic::transport::Endpoint::from_shared(format!("{scheme}://{endpoint}"))
         .map_err(terr)?
-        .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(2))
+        .http2_keep_alive_interval(cfg.keepalive)
+        .keep_alive_timeout(cfg.keepalive)
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true);
     if let Some(tls) = &cfg.tls {
         let host = host_of(endpoint);
@@ -108,6 +116,82 @@ async fn connect(
 
 fn msg(kind: Kind) -> SignalMessage {
     SignalMessage { kind: Some(kind) }
+}
+
+/// Leaves the assignment when a live stream ends, however it ends (error, resync, shutdown,
+/// or the future being dropped on a leadership change).
+struct Membership {
+    shared: Arc<Shared>,
+    id: StreamId,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let outcome = self
+            .shared
+            .assign
+            .lock()
+            .leave(self.id, tokio::time::Instant::now());
+        publish_assignment(&self.shared, &outcome);
+    }
+}
+
+/// After a plan change: metrics, and wake every stream so each sends its new assignment.
+fn publish_assignment(shared: &Shared, outcome: &Outcome) {
+    if !outcome.changed {
+        return;
+    }
+    let (owners, counts) = {
+        let a = shared.assign.lock();
+        (a.owners(), a.counts())
+    };
+    shared.metrics.set_assignment(&owners, &counts);
+    if outcome.failed_over > 0 {
+        shared
+            .metrics
+            .assignment_failovers
+            .inc_by(outcome.failed_over as u64);
+        tracing::warn!(
+            load_balancers = outcome.failed_over,
+            "load balancers of a lost actuator stream handed over"
+        );
+    }
+    tracing::info!(?owners, "load balancer assignment changed");
+    shared.wake_all();
+}
+
+/// Sends the stream's assignment if one is due (new plan or heartbeat).
+async fn send_assignment(
+    shared: &Shared,
+    id: StreamId,
+    tx: &mpsc::Sender<SignalMessage>,
+) -> Result<(), ()> {
+    let now = tokio::time::Instant::now();
+    let (outcome, due) = {
+        let mut a = shared.assign.lock();
+        let outcome = a.tick(now);
+        (outcome, a.due(id, now))
+    };
+    publish_assignment(shared, &outcome);
+    if let Some(m) = due {
+        tx.send(msg(Kind::Assignment(m.clone())))
+            .await
+            .map_err(|_| ())?;
+        // Recorded once handed over: the fence of a dead stream counts from here.
+        shared
+            .assign
+            .lock()
+            .sent(id, &m, tokio::time::Instant::now());
+    }
+    Ok(())
+}
+
+/// When this stream must next look at its assignment: its heartbeat, or a fence lapsing.
+fn next_assignment_check(shared: &Shared, id: StreamId) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    let a = shared.assign.lock();
+    let due = a.next_due(id, now).unwrap_or(now + a.heartbeat());
+    a.next_fence_expiry().map_or(due, |f| f.min(due)).max(now)
 }
 
 /// One stream, from connect to its end.
@@ -143,11 +227,13 @@ async fn connection(
         })?;
     let mut inbound = response.into_inner();
     let (reader_tx, mut reader_done) = tokio::sync::oneshot::channel::<Result<(), tonic::Status>>();
+    let (ack_tx, ack_rx) = tokio::sync::oneshot::channel::<Vec<String>>();
     let reader: JoinHandle<()> = {
         let shared = shared.clone();
         let events = events.clone();
         let endpoint = endpoint.to_owned();
         tokio::spawn(async move {
+            let mut ack_tx = Some(ack_tx);
             let end = loop {
                 match inbound.message().await {
                     Ok(Some(m)) => match m.kind {
@@ -156,6 +242,9 @@ async fn connection(
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");
+                            if let Some(t) = ack_tx.take() {
+                                let _ = t.send(ack.load_balancers);
+                            }
                         }
                         None => {}
                     },
@@ -184,18 +273,47 @@ async fn connection(
         .await
         .map_err(|_| closed())?;
     }
+    drop(snapshot);
     tx.send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
+        .await
+        .map_err(|_| closed())?;
+    let load_balancers = tokio::select! {
+        ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
+            Ok(Ok(lbs)) => lbs,
+            Ok(Err(_)) => return Err(closed()),
+            Err(_) => return Err(StreamError::NoAck { endpoint: endpoint.to_owned() }),
+        },
+        end = &mut reader_done => {
+            return match end {
+                Ok(Err(status)) => Err(StreamError::Status { endpoint: endpoint.to_owned(), status }),
+                _ => Err(closed()),
+            };
+        }
+    };
+    // Live: acknowledged and snapshot sent.
+    let (id, outcome) =
+        shared
+            .assign
+            .lock()
+            .join(endpoint, &load_balancers, tokio::time::Instant::now());
+    let _membership = Membership {
+        shared: shared.clone(),
+        id,
+    };
+    publish_assignment(shared, &outcome);
+    send_assignment(shared, id, &tx)
         .await
         .map_err(|_| closed())?;
     shared.set_stream_ready(endpoint, true);
     backoff.reset();
-    tracing::info!(%endpoint, epoch, nodes = count, "snapshot sent");
+    tracing::info!(%endpoint, epoch, nodes = count, "snapshot sent; stream live");
 
     let mut resync = tokio::time::interval_at(
         tokio::time::Instant::now() + cfg.resync_interval,
         cfg.resync_interval,
     );
     loop {
+        let check = next_assignment_check(shared, id);
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => {
@@ -215,7 +333,12 @@ async fn connection(
                 let _ = tokio::time::timeout(Duration::from_secs(2), &mut reader_done).await;
                 return Ok(Ended::Resync);
             }
+            _ = tokio::time::sleep_until(check) => {
+                send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
+            }
             _ = notify.notified() => {
+                // A new assignment goes before deltas: it decides who writes them.
+                send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
                 loop {
                     let batch = shared.core.lock().dispatch.next_deltas(endpoint, DELTA_BATCH);
                     if batch.is_empty() {
@@ -303,7 +426,7 @@ async fn leadership_changed(rx: &mut watch::Receiver<Option<u64>>, epoch: u64) {
     }
 }
 
-/// Follows the endpoint set: re-routes nodes and starts/stops endpoint tasks.
+/// Follows the endpoint set: starts/stops endpoint tasks (every endpoint gets every node).
 pub async fn manager(
     cfg: StreamConfig,
     shared: Arc<Shared>,
@@ -320,14 +443,14 @@ pub async fn manager(
             tasks.retain(|ep, (_, stop)| {
                 let keep = eps.contains(ep);
                 if !keep {
-                    // Removed endpoint: its nodes move elsewhere; stop at once.
+                    // Removed endpoint: stop at once.
                     stop.cancel();
                     shared.set_stream_ready(ep, false);
                 }
                 keep
             });
             for ep in &eps {
-                // Register the wake-up handle before routing so no wake-up is lost.
+                // Register the wake-up handle before the outbox so no wake-up is lost.
                 shared.notify_for(ep);
                 if !tasks.contains_key(ep) {
                     let stop = shutdown.child_token();

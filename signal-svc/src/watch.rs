@@ -2,14 +2,18 @@
 //!
 //! Both use kube-runtime's `watcher` with `default_backoff()`: errors (closed watches, 410
 //! Expired, API errors) are stream items, logged and polled past; the watcher relists or
-//! re-watches on its own. Objects are read as `DynamicObject` and converted one by one, so a
-//! single malformed object is logged once and skipped instead of failing a whole list page.
+//! re-watches on its own. Nodes are read as [`SlimNode`]: only the fields the index uses are
+//! materialised (no managedFields, images or most of status), and a malformed object is
+//! logged once and skipped instead of failing a whole list page. No reflector store: the
+//! index keeps its own compact state.
 
 use crate::domain::event::EventView;
+use crate::slim_node::SlimNode;
 use crate::state::Shared;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -20,18 +24,16 @@ use tokio_util::sync::CancellationToken;
 /// Field selector of the event watch.
 pub const EVENT_SELECTOR: &str = "involvedObject.kind=Node,reason=PreemptScheduled";
 
-fn to_node(obj: DynamicObject, warned: &mut HashSet<String>) -> Option<Node> {
-    let key = obj
-        .metadata
-        .uid
-        .clone()
-        .or_else(|| obj.metadata.name.clone())
+fn to_node(obj: SlimNode, warned: &mut HashSet<String>) -> Option<Node> {
+    let key = kube::ResourceExt::uid(&obj)
+        .or_else(|| obj.meta().name.clone())
         .unwrap_or_default();
-    match serde_json::to_value(&obj).and_then(serde_json::from_value::<Node>) {
+    let name = obj.meta().name.clone();
+    match obj.into_node() {
         Ok(n) => Some(n),
         Err(e) => {
             if warned.insert(key) {
-                tracing::warn!(node = ?obj.metadata.name, error = %e, "malformed Node skipped");
+                tracing::warn!(node = ?name, error = %e, "malformed Node skipped");
             }
             None
         }
@@ -40,12 +42,12 @@ fn to_node(obj: DynamicObject, warned: &mut HashSet<String>) -> Option<Node> {
 
 /// Runs the Node watch until shutdown.
 pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: CancellationToken) {
-    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<Node>(&()));
+    let api: Api<SlimNode> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut buffer: Vec<Node> = Vec::new();
     let mut warned = HashSet::new();
+    let mut listed = 0usize;
     loop {
         let item = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -54,16 +56,25 @@ pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: Cancella
         let Some(item) = item else { return };
         let now = Timestamp::now();
         match item {
-            Ok(Event::Init) => buffer.clear(),
-            Ok(Event::InitApply(obj)) => buffer.extend(to_node(obj, &mut warned)),
+            // A relist streams through the index node by node: no list is buffered.
+            Ok(Event::Init) => {
+                listed = 0;
+                shared.core.lock().index.begin_relist();
+            }
+            Ok(Event::InitApply(obj)) => {
+                if let Some(node) = to_node(obj, &mut warned) {
+                    listed += 1;
+                    let out = shared.core.lock().index.apply(&node, now);
+                    shared.absorb(out, now);
+                }
+            }
             Ok(Event::InitDone) => {
-                let out = shared.core.lock().index.reset(&buffer, now);
+                let out = shared.core.lock().index.finish_relist();
                 tracing::debug!(
-                    nodes = buffer.len(),
-                    changes = out.changes.len(),
+                    nodes = listed,
+                    removed = out.changes.len(),
                     "node list synced"
                 );
-                buffer = Vec::new();
                 shared.absorb(out, now);
                 shared.set_nodes_synced();
             }

@@ -1,5 +1,8 @@
-//! What each actuator stream must carry: versions, tombstones, routing and per-endpoint
-//! outboxes.
+//! What each actuator stream must carry: versions, tombstones and per-endpoint outboxes.
+//!
+//! Fan-out: every asserted node goes to every endpoint. Which replica *writes* a load
+//! balancer is decided by [`super::assign`], not by routing nodes: routing nodes over replicas
+//! made every replica write every load balancer, queueing behind each other's LB lock.
 //!
 //! Level-triggered by construction: an outbox holds only a *dirty set* of node UIDs (plus
 //! pending `Forget`s); the message is built from the latest asserted state when the stream
@@ -7,7 +10,6 @@
 //! never a backlog, and memory is bounded by the number of nodes.
 
 use super::index::{Change, Desired, DesiredState};
-use super::route;
 use cutover_proto::v1::{
     AdminState, Forget, NodeDesiredState, NodeRef, Version, signal_message::Kind,
 };
@@ -20,7 +22,6 @@ struct Asserted {
     desired: Desired,
     /// For `None` states: until when the restore is repeated in snapshots.
     tombstone_until: Option<Timestamp>,
-    endpoint: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -112,10 +113,11 @@ impl Dispatcher {
                     node: old.msg.node.clone(),
                     version: Some(version),
                 };
-                old.endpoint
-                    .into_iter()
-                    .filter(|ep| self.push_forget(ep, &node.uid, forget.clone()))
-                    .collect()
+                for ob in self.outboxes.values_mut() {
+                    ob.forgets.insert(node.uid.clone(), forget.clone());
+                    ob.mark(&node.uid);
+                }
+                self.endpoints.clone()
             }
         }
     }
@@ -143,7 +145,6 @@ impl Dispatcher {
             (Desired::None, None) => return Vec::new(),
         };
         let version = self.next_version();
-        let endpoint = route::pick(&state.node.name, &self.endpoints).cloned();
         let msg = to_proto(state, version);
         self.asserted.insert(
             uid.clone(),
@@ -151,29 +152,13 @@ impl Dispatcher {
                 msg,
                 desired: state.desired,
                 tombstone_until,
-                endpoint: endpoint.clone(),
             },
         );
-        let mut touched = Vec::new();
-        if let Some(ep) = endpoint
-            && let Some(ob) = self.outboxes.get_mut(&ep)
-        {
+        for ob in self.outboxes.values_mut() {
             ob.forgets.remove(&uid);
             ob.mark(&uid);
-            touched.push(ep);
         }
-        touched
-    }
-
-    fn push_forget(&mut self, endpoint: &str, uid: &str, forget: Forget) -> bool {
-        match self.outboxes.get_mut(endpoint) {
-            Some(ob) => {
-                ob.forgets.insert(uid.to_owned(), forget);
-                ob.mark(uid);
-                true
-            }
-            None => false,
-        }
+        self.endpoints.clone()
     }
 
     /// Drops tombstones older than the TTL (silently: the next snapshot no longer names them).
@@ -200,57 +185,27 @@ impl Dispatcher {
         }
     }
 
-    /// A new endpoint set. Nodes whose endpoint changed are forgotten on the old stream (if it
-    /// still exists) and marked dirty on the new one; all others stay where they are.
-    /// Returns the endpoints whose outbox changed.
+    /// A new endpoint set. A new endpoint gets every asserted node (its stream sends them in
+    /// its snapshot); a removed endpoint's outbox is dropped. Returns the new endpoints.
     pub fn set_endpoints(&mut self, mut endpoints: Vec<String>) -> Vec<String> {
         endpoints.sort();
         endpoints.dedup();
         self.outboxes.retain(|ep, _| endpoints.contains(ep));
+        let mut added = Vec::new();
         for ep in &endpoints {
-            self.outboxes.entry(ep.clone()).or_default();
+            if !self.outboxes.contains_key(ep) {
+                let mut ob = Outbox::default();
+                let mut uids: Vec<&String> = self.asserted.keys().collect();
+                uids.sort();
+                for uid in uids {
+                    ob.mark(uid);
+                }
+                self.outboxes.insert(ep.clone(), ob);
+                added.push(ep.clone());
+            }
         }
         self.endpoints = endpoints;
-        let mut touched = HashSet::new();
-        let uids: Vec<String> = self.asserted.keys().cloned().collect();
-        for uid in uids {
-            let Some(a) = self.asserted.get(&uid) else {
-                continue;
-            };
-            let name = a
-                .msg
-                .node
-                .as_ref()
-                .map(|n| n.name.clone())
-                .unwrap_or_default();
-            let new_ep = route::pick(&name, &self.endpoints).cloned();
-            if new_ep == a.endpoint {
-                continue;
-            }
-            let old_ep = a.endpoint.clone();
-            let forget = Forget {
-                node: a.msg.node.clone(),
-                version: a.msg.version,
-            };
-            if let Some(old) = old_ep
-                && self.push_forget(&old, &uid, forget)
-            {
-                touched.insert(old);
-            }
-            if let Some(a) = self.asserted.get_mut(&uid) {
-                a.endpoint = new_ep.clone();
-            }
-            if let Some(ep) = new_ep
-                && let Some(ob) = self.outboxes.get_mut(&ep)
-            {
-                ob.forgets.remove(&uid);
-                ob.mark(&uid);
-                touched.insert(ep);
-            }
-        }
-        let mut touched: Vec<String> = touched.into_iter().collect();
-        touched.sort();
-        touched
+        added
     }
 
     /// The full snapshot for a (re)connecting stream, sorted by node name. Clears the
@@ -259,12 +214,8 @@ impl Dispatcher {
         if let Some(ob) = self.outboxes.get_mut(endpoint) {
             *ob = Outbox::default();
         }
-        let mut out: Vec<NodeDesiredState> = self
-            .asserted
-            .values()
-            .filter(|a| a.endpoint.as_deref() == Some(endpoint))
-            .map(|a| a.msg.clone())
-            .collect();
+        let mut out: Vec<NodeDesiredState> =
+            self.asserted.values().map(|a| a.msg.clone()).collect();
         out.sort_by(|a, b| node_name(a).cmp(node_name(b)));
         out
     }
@@ -282,11 +233,7 @@ impl Dispatcher {
             ob.in_dirty.remove(&uid);
             if let Some(f) = ob.forgets.remove(&uid) {
                 out.push(Kind::Forget(f));
-            } else if let Some(a) = self
-                .asserted
-                .get(&uid)
-                .filter(|a| a.endpoint.as_deref() == Some(endpoint))
-            {
+            } else if let Some(a) = self.asserted.get(&uid) {
                 out.push(Kind::Delta(a.msg.clone()));
             }
         }

@@ -198,48 +198,43 @@ fn a_replacement_under_the_same_name_gets_its_none_asserted() {
 }
 
 #[test]
-fn endpoint_changes_move_only_affected_nodes() {
+fn every_endpoint_gets_every_node() {
     let mut d = Dispatcher::new(SignedDuration::from_mins(15));
     d.set_epoch(1);
     d.set_endpoints(eps(3));
-    let names: Vec<String> = (0..300).map(|i| format!("node-{i}")).collect();
+    let names: Vec<String> = (0..30).map(|i| format!("node-{i}")).collect();
     for n in &names {
-        d.apply(&set(n, Desired::Down), t0());
+        let touched = d.apply(&set(n, Desired::Down), t0());
+        assert_eq!(touched, eps(3), "a change wakes every stream");
     }
-    let before: HashMap<String, Vec<String>> = eps(3)
-        .into_iter()
-        .map(|ep| {
-            let s = d
-                .snapshot(&ep)
-                .into_iter()
-                .map(|s| s.node.unwrap().name)
-                .collect();
-            (ep, s)
-        })
-        .collect();
-    assert_eq!(before.values().map(Vec::len).sum::<usize>(), 300);
+    for ep in eps(3) {
+        let got: Vec<String> = d
+            .next_deltas(&ep, 1000)
+            .iter()
+            .map(|k| delta_of(k).0.to_owned())
+            .collect();
+        assert_eq!(got, names, "{ep} gets every node, in order");
+    }
+    // A new endpoint gets everything (in its snapshot); the others are not disturbed.
     let mut four = eps(3);
     four.push("10.1.0.9:9443".into());
-    d.set_endpoints(four.clone());
-    let new_ep = &four[3];
-    let moved: Vec<_> = d
-        .next_deltas(new_ep, 1000)
-        .iter()
-        .map(|k| delta_of(k).0.to_owned())
-        .collect();
-    assert!((40..120).contains(&moved.len()), "{}", moved.len());
+    assert_eq!(d.set_endpoints(four.clone()), vec![four[3].clone()]);
+    assert_eq!(d.snapshot(&four[3]).len(), 30);
     for ep in eps(3) {
-        for k in d.next_deltas(&ep, 1000) {
-            let (name, desired, _) = delta_of(&k);
-            assert_eq!(desired, -1, "old streams only forget moved nodes");
-            assert!(moved.iter().any(|m| m == name));
-            assert!(before[&ep].iter().any(|b| b == name));
-        }
+        assert_eq!(d.pending(&ep), 0);
     }
-    // Removing the new endpoint sends them back (their old streams receive them as deltas).
-    d.set_endpoints(eps(3));
-    let back: usize = eps(3).iter().map(|ep| d.next_deltas(ep, 1000).len()).sum();
-    assert_eq!(back, moved.len());
+    // A removal is forgotten on every stream.
+    d.apply(&removed("node-3"), t0());
+    for ep in &four {
+        let k = d.next_deltas(ep, 10);
+        assert_eq!(k.len(), 1);
+        assert_eq!(delta_of(&k[0]), ("node-3", -1, delta_of(&k[0]).2));
+    }
+    // A removed endpoint's outbox is gone.
+    d.set_endpoints(eps(2));
+    d.apply(&set("late", Desired::Down), t0());
+    assert_eq!(d.pending(&eps(3)[2]), 0);
+    assert_eq!(d.pending(&eps(2)[1]), 1);
 }
 
 #[test]

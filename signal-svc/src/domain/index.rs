@@ -93,6 +93,8 @@ pub struct NodeIndex {
     /// Event UIDs already counted (re-deliveries and `count` bumps change nothing).
     seen_events: HashMap<String, Timestamp>,
     warned: HashSet<String>,
+    /// During a relist: the UIDs listed so far (see [`NodeIndex::begin_relist`]).
+    relisted: Option<HashSet<String>>,
 }
 
 /// Events older than this are forgotten (the API server keeps events for 1 h by default).
@@ -120,10 +122,36 @@ impl NodeIndex {
         self.nodes.get(uid).map(|e| &e.state)
     }
 
-    /// A Node was added or modified.
+    /// A Node was added or modified (or listed, during a relist).
     pub fn apply(&mut self, node: &Node, now: Timestamp) -> Output {
         let mut out = Output::default();
-        self.apply_into(node, now, &mut out);
+        if let Some(uid) = self.apply_into(node, now, &mut out)
+            && let Some(seen) = self.relisted.as_mut()
+        {
+            seen.insert(uid);
+        }
+        out
+    }
+
+    /// A relist starts: the listed nodes follow one by one through [`NodeIndex::apply`] (so no
+    /// whole list is ever buffered), then [`NodeIndex::finish_relist`].
+    pub fn begin_relist(&mut self) {
+        self.relisted = Some(HashSet::new());
+    }
+
+    /// The relist is complete: nodes it did not list are removed.
+    pub fn finish_relist(&mut self) -> Output {
+        let mut out = Output::default();
+        let present = self.relisted.take().unwrap_or_default();
+        let gone: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|u| !present.contains(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.remove_uid(&uid, &mut out);
+        }
         out
     }
 
@@ -144,22 +172,17 @@ impl NodeIndex {
 
     /// A complete list of Nodes (after a (re)list): nodes missing from it are removed.
     pub fn reset(&mut self, nodes: &[Node], now: Timestamp) -> Output {
+        self.begin_relist();
         let mut out = Output::default();
-        let mut present = HashSet::new();
         for node in nodes {
-            if let Some(uid) = self.apply_into(node, now, &mut out) {
-                present.insert(uid);
-            }
+            let o = self.apply(node, now);
+            out.changes.extend(o.changes);
+            out.taints.extend(o.taints);
+            out.signals.extend(o.signals);
+            out.warnings.extend(o.warnings);
         }
-        let gone: Vec<String> = self
-            .nodes
-            .keys()
-            .filter(|u| !present.contains(*u))
-            .cloned()
-            .collect();
-        for uid in gone {
-            self.remove_uid(&uid, &mut out);
-        }
+        let o = self.finish_relist();
+        out.changes.extend(o.changes);
         out
     }
 

@@ -14,6 +14,9 @@ pub struct LeaseRecord {
     pub holder: Option<String>,
     pub transitions: i32,
     pub duration_secs: Option<i32>,
+    /// The holder's duration in milliseconds ([`DURATION_MS_ANNOTATION`]), more precise than
+    /// `leaseDurationSeconds` (whole seconds, rounded up for other readers).
+    pub duration_ms: Option<u64>,
     /// `renewTime` as a string: only compared for equality, to see the holder is alive.
     pub renew_time: Option<String>,
 }
@@ -28,6 +31,9 @@ pub enum Decision {
     /// Someone else holds a live lease.
     Wait { holder: String },
 }
+
+/// Annotation with the Lease duration in milliseconds.
+pub const DURATION_MS_ANNOTATION: &str = "cutover.io/lease-duration-ms";
 
 /// `leaseTransitions` for a Lease we create: 1, so epoch 0 is never used (proto default).
 pub const CREATE_TRANSITIONS: i32 = 1;
@@ -76,7 +82,11 @@ impl Observer {
             None => true,
             Some((r, at)) => {
                 let secs = r.duration_secs.and_then(|s| u64::try_from(s).ok());
-                let dur = secs.map(Duration::from_secs).unwrap_or(fallback);
+                let dur = r
+                    .duration_ms
+                    .map(Duration::from_millis)
+                    .or(secs.map(Duration::from_secs))
+                    .unwrap_or(fallback);
                 now.duration_since(*at) >= dur
             }
         }
@@ -92,6 +102,7 @@ mod tests {
             holder: holder.map(Into::into),
             transitions,
             duration_secs: Some(15),
+            duration_ms: None,
             renew_time: Some(renew.into()),
         }
     }
@@ -140,5 +151,17 @@ mod tests {
         // Same record seen again does not restart the timer.
         o.observe(&rec(Some("b"), 1, "t2"), start + Duration::from_secs(24));
         assert!(o.expired(start + Duration::from_secs(25), Duration::from_secs(99)));
+    }
+
+    #[test]
+    fn millisecond_duration_wins_over_whole_seconds() {
+        let start = Instant::now();
+        let mut o = Observer::default();
+        let mut r = rec(Some("b"), 1, "t1");
+        r.duration_secs = Some(2);
+        r.duration_ms = Some(1500);
+        o.observe(&r, start);
+        assert!(!o.expired(start + Duration::from_millis(1499), Duration::from_secs(99)));
+        assert!(o.expired(start + Duration::from_millis(1500), Duration::from_secs(99)));
     }
 }

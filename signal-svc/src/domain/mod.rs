@@ -5,12 +5,17 @@
 //! - [`node`]: the parts of a Kubernetes Node we use, extracted and validated.
 //! - [`event`]: the parts of a core/v1 Event we use, read leniently from JSON.
 //! - [`index`]: watch events in, desired-state changes and taint requests out.
-//! - [`route`]: rendezvous hashing of nodes onto actuator endpoints.
+//! - [`route`]: rendezvous hashing of load balancers onto actuator endpoints.
 //! - [`dispatch`]: versions, tombstones and the per-endpoint outboxes (latest state + dirty set).
+//! - [`assign`]: which live actuator stream writes which load balancer, fenced handovers.
+//! - [`coverage`]: a node version is accepted / effective once its results cover every
+//!   managed load balancer.
 //! - [`lease`]: the leader-election decision for one observed Lease.
 //! - [`backoff`]: capped exponential backoff with jitter.
 
+pub mod assign;
 pub mod backoff;
+pub mod coverage;
 pub mod dispatch;
 pub mod event;
 pub mod index;

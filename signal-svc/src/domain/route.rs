@@ -1,11 +1,12 @@
-//! Rendezvous (highest-random-weight) hashing of node names onto actuator endpoints.
+//! Rendezvous (highest-random-weight) hashing of names (load balancers) onto actuator
+//! endpoints.
 //!
-//! Each node goes to the endpoint with the highest `score(endpoint, node)`. Adding or removing
-//! an endpoint moves only the nodes that it wins or held (about 1/n of them), and every
+//! Each name goes to the endpoint with the highest `score(endpoint, name)`. Adding or removing
+//! an endpoint moves only the names that it wins or held (about 1/n of them), and every
 //! replica of signal-svc computes the same assignment. The hash is fixed (FNV-1a + a
 //! splitmix64 finaliser), never std's randomly keyed SipHash, so it is stable across processes.
 
-/// The endpoint a node is routed to, or `None` without endpoints.
+/// The endpoint a name (a load balancer) goes to, or `None` without endpoints.
 pub fn pick<'a>(node_name: &str, endpoints: &'a [String]) -> Option<&'a String> {
     endpoints.iter().max_by(|a, b| {
         score(a, node_name)

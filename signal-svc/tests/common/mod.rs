@@ -5,10 +5,10 @@
 use clap::Parser;
 use cutover_proto::v1::actuator_server::{Actuator, ActuatorServer};
 use cutover_proto::v1::{
-    ActuatorMessage, AdminState, EntryRef, GetNodeAdminStateRequest, GetNodeAdminStateResponse,
-    HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeDesiredState, NodeResult,
-    ResultPhase, SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, Version,
-    WatchResultsRequest, actuator_message, signal_message::Kind,
+    ActuatorMessage, AdminState, Assignment, EntryRef, GetNodeAdminStateRequest,
+    GetNodeAdminStateResponse, HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse,
+    NodeDesiredState, NodeResult, ResultPhase, SetNodeAdminStateRequest, SetNodeAdminStateResponse,
+    SignalMessage, Version, WatchResultsRequest, actuator_message, signal_message::Kind,
 };
 use futures::Stream;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
@@ -240,6 +240,8 @@ pub struct FakeState {
     pub name: String,
     pub streams: Mutex<Vec<StreamLog>>,
     pub mode: Mutex<Mode>,
+    /// What the HelloAck reports as managed.
+    pub load_balancers: Mutex<Vec<String>>,
 }
 
 impl FakeState {
@@ -335,6 +337,34 @@ impl FakeState {
             .map(|(_, at)| *at)
     }
 
+    /// When `node` with `desired` first arrived (snapshot or delta) after `since`, and the
+    /// version's epoch.
+    pub fn state_received_after(
+        &self,
+        node: &str,
+        desired: AdminState,
+        since: tokio::time::Instant,
+    ) -> Option<(tokio::time::Instant, u64)> {
+        let streams = self.streams.lock();
+        streams
+            .iter()
+            .flat_map(|s| s.msgs.iter().zip(s.at.iter()))
+            .filter(|(_, at)| **at >= since)
+            .find_map(|(m, at)| {
+                let states: Vec<&NodeDesiredState> = match &m.kind {
+                    Some(Kind::Delta(d)) => vec![d],
+                    Some(Kind::Snapshot(s)) => s.nodes.iter().collect(),
+                    _ => vec![],
+                };
+                states
+                    .into_iter()
+                    .find(|d| {
+                        d.desired() == desired && d.node.as_ref().is_some_and(|r| r.name == node)
+                    })
+                    .map(|d| (*at, d.version.unwrap_or_default().epoch))
+            })
+    }
+
     pub fn forgets(&self, node: &str) -> usize {
         self.streams
             .lock()
@@ -368,6 +398,33 @@ impl FakeState {
             .count()
     }
 
+    /// Every assignment received, with when, in order.
+    pub fn assignments(&self) -> Vec<(Assignment, tokio::time::Instant)> {
+        self.streams
+            .lock()
+            .iter()
+            .flat_map(|s| s.msgs.iter().zip(s.at.iter()))
+            .filter_map(|(m, at)| match &m.kind {
+                Some(Kind::Assignment(a)) => Some((a.clone(), *at)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The load balancers of the newest assignment received on an open stream.
+    pub fn assigned(&self) -> Option<Vec<String>> {
+        let streams = self.streams.lock();
+        streams
+            .iter()
+            .filter(|s| s.open)
+            .flat_map(|s| s.msgs.iter())
+            .filter_map(|m| match &m.kind {
+                Some(Kind::Assignment(a)) => Some(a.load_balancers.clone()),
+                _ => None,
+            })
+            .next_back()
+    }
+
     pub fn open_streams(&self) -> usize {
         self.streams.lock().iter().filter(|s| s.open).count()
     }
@@ -375,7 +432,12 @@ impl FakeState {
 
 struct FakeSvc(Arc<FakeState>);
 
-fn result(n: &NodeDesiredState, phase: ResultPhase, reason: &str) -> ActuatorMessage {
+fn result(
+    n: &NodeDesiredState,
+    phase: ResultPhase,
+    reason: &str,
+    load_balancers: &[String],
+) -> ActuatorMessage {
     ActuatorMessage {
         kind: Some(actuator_message::Kind::Result(NodeResult {
             node: n.node.clone(),
@@ -390,6 +452,7 @@ fn result(n: &NodeDesiredState, phase: ResultPhase, reason: &str) -> ActuatorMes
                 admin_state: n.desired,
                 ..Default::default()
             }],
+            load_balancers: load_balancers.to_vec(),
             ..Default::default()
         })),
     }
@@ -419,6 +482,11 @@ impl Actuator for FakeSvc {
         };
         let (tx, rx) = mpsc::channel(4096);
         tokio::spawn(async move {
+            // Like the real actuator: results cover the newest assignment's load balancers
+            // (empty before any), and a grown assignment re-reports open versions.
+            let mut assigned: Vec<String> = Vec::new();
+            let mut latest: std::collections::BTreeMap<String, NodeDesiredState> =
+                Default::default();
             while let Ok(Some(m)) = inbound.message().await {
                 {
                     let mut streams = state.streams.lock();
@@ -430,7 +498,7 @@ impl Actuator for FakeSvc {
                         let ack = ActuatorMessage {
                             kind: Some(actuator_message::Kind::HelloAck(HelloAck {
                                 actuator_identity: state.name.clone(),
-                                load_balancers: vec!["kubernetes".into()],
+                                load_balancers: state.load_balancers.lock().clone(),
                             })),
                         };
                         let _ = tx.send(Ok(ack)).await;
@@ -438,19 +506,30 @@ impl Actuator for FakeSvc {
                     }
                     Some(Kind::Snapshot(s)) => s.nodes,
                     Some(Kind::Delta(d)) => vec![d],
+                    Some(Kind::Assignment(a)) => {
+                        let grew = a.load_balancers.iter().any(|lb| !assigned.contains(lb));
+                        assigned = a.load_balancers;
+                        if !grew {
+                            continue;
+                        }
+                        latest.values().cloned().collect()
+                    }
                     _ => continue,
                 };
                 let mode = *state.mode.lock();
                 for n in nodes {
+                    let uid = n.node.as_ref().map(|r| r.uid.clone()).unwrap_or_default();
+                    latest.insert(uid, n.clone());
                     let msgs = match mode {
                         Mode::Effective => vec![
-                            result(&n, ResultPhase::Accepted, ""),
-                            result(&n, ResultPhase::Effective, ""),
+                            result(&n, ResultPhase::Accepted, "", &assigned),
+                            result(&n, ResultPhase::Effective, "", &assigned),
                         ],
                         Mode::Fail => vec![result(
                             &n,
                             ResultPhase::Failed,
                             "ARM 500 InternalServerError",
+                            &assigned,
                         )],
                         Mode::Silent => vec![],
                     };
@@ -513,6 +592,7 @@ impl FakeActuator {
             name: name.into(),
             streams: Mutex::default(),
             mode: Mutex::new(mode),
+            load_balancers: Mutex::new(vec!["kubernetes".into()]),
         });
         let svc = ActuatorServer::new(FakeSvc(state.clone()));
         let mut builder = tonic::transport::Server::builder();
@@ -548,7 +628,7 @@ pub struct Instance {
     pub handle: JoinHandle<Result<(), signal_svc::runtime::RunError>>,
 }
 
-/// Starts signal-svc in-process with short lease timings.
+/// Starts signal-svc in-process (default lease timings, which are short).
 pub async fn start(
     cluster: &Cluster,
     identity: &str,
@@ -562,8 +642,6 @@ pub async fn start(
         format!("--kubeconfig={}", cluster.kubeconfig.display()),
         "--namespace=cutover".into(),
         "--admin-listen=127.0.0.1:0".into(),
-        "--lease-duration=3s".into(),
-        "--lease-renew-interval=500ms".into(),
         format!("--actuator-endpoints={}", endpoints.join(",")),
     ];
     argv.extend(extra.iter().map(|s| (*s).to_owned()));
@@ -638,5 +716,82 @@ impl Instance {
     pub async fn kill(self) {
         self.handle.abort();
         let _ = self.handle.await;
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// A TCP proxy that can freeze (a SIGSTOPped peer, a partition without RST)
+// ------------------------------------------------------------------------------------------
+
+pub struct FreezableProxy {
+    pub addr: SocketAddr,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl FreezableProxy {
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = frozen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                if f.load(std::sync::atomic::Ordering::SeqCst) {
+                    // A frozen host accepts nothing either; keep the socket open, silent.
+                    tokio::spawn(async move {
+                        let _hold = down;
+                        std::future::pending::<()>().await;
+                    });
+                    continue;
+                }
+                let Ok(up) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let (dr, dw) = down.into_split();
+                let (ur, uw) = up.into_split();
+                tokio::spawn(pump(dr, uw, f.clone()));
+                tokio::spawn(pump(ur, dw, f.clone()));
+            }
+        });
+        Self { addr, frozen, task }
+    }
+
+    /// Stops forwarding bytes in both directions, without closing anything.
+    pub fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn endpoint(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            // Hold both halves open forever: no FIN, no RST.
+            let _hold = (from, to);
+            std::future::pending::<()>().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Drop for FreezableProxy {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }

@@ -1,0 +1,269 @@
+//! One writer per load balancer: which live actuator stream writes which load balancer.
+//!
+//! The leader knows the managed load balancers from the streams' `HelloAck`s (their union) and
+//! which streams are live (acknowledged, snapshot sent, not failed). Each load balancer goes to
+//! one live stream by rendezvous hashing of its name over the live endpoints
+//! ([`super::route::pick`]), so a replica joining or leaving moves only the load balancers it
+//! wins or held.
+//!
+//! Handover without overlap: an actuator's assignment lapses `valid_for` after the last one it
+//! received. When a stream ends, the load balancers it was told it holds are *fenced*: nobody
+//! gets them until `valid_for` has passed since the last assignment sent on that stream, by
+//! which time the old holder has stopped writing on its own (frozen or not). A joining replica
+//! takes its share at once; the old holder is told in the same round (etags keep that brief
+//! overlap correct: both hold the same versioned states).
+//!
+//! Pure: time is an argument; the stream tasks send what [`Assigner::due`] returns and report
+//! it with [`Assigner::sent`].
+
+use super::route;
+use cutover_proto::v1::Assignment;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Identifies one live stream (an endpoint can reconnect: the old stream's late `leave` must
+/// not remove the new one).
+pub type StreamId = u64;
+
+#[derive(Debug)]
+struct Slot {
+    endpoint: String,
+    /// The current plan for this stream.
+    planned: BTreeSet<String>,
+    planned_generation: u64,
+    /// What the stream was last told, and when.
+    told: BTreeSet<String>,
+    told_generation: Option<u64>,
+    told_at: Option<Instant>,
+}
+
+/// What changed in one call, for logs and metrics.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The plan changed: every live stream has a new assignment due.
+    pub changed: bool,
+    /// Load balancers handed over from a dead stream once its assignment lapsed.
+    pub failed_over: usize,
+}
+
+/// Assignment state of one leadership.
+#[derive(Debug)]
+pub struct Assigner {
+    epoch: u64,
+    generation: u64,
+    valid_for: Duration,
+    next_id: StreamId,
+    managed: BTreeSet<String>,
+    slots: BTreeMap<StreamId, Slot>,
+    /// Load balancer -> when the assignment of its last (dead) holder has lapsed.
+    fenced: BTreeMap<String, Instant>,
+}
+
+impl Assigner {
+    pub fn new(valid_for: Duration) -> Self {
+        Self {
+            epoch: 0,
+            generation: 0,
+            valid_for,
+            next_id: 0,
+            managed: BTreeSet::new(),
+            slots: BTreeMap::new(),
+            fenced: BTreeMap::new(),
+        }
+    }
+
+    pub fn valid_for(&self) -> Duration {
+        self.valid_for
+    }
+
+    /// How often a live stream's assignment is repeated.
+    pub fn heartbeat(&self) -> Duration {
+        self.valid_for / 3
+    }
+
+    /// A new leadership: nothing is known about the streams of the previous one. Its
+    /// assignments are fenced by epoch at the actuators (a newer epoch wins at once).
+    pub fn reset(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.generation = 0;
+        self.managed.clear();
+        self.slots.clear();
+        self.fenced.clear();
+    }
+
+    /// Every load balancer any live or past stream of this leadership reported.
+    pub fn managed(&self) -> &BTreeSet<String> {
+        &self.managed
+    }
+
+    /// A stream became live (acknowledged, snapshot sent) managing `load_balancers`.
+    pub fn join(
+        &mut self,
+        endpoint: &str,
+        load_balancers: &[String],
+        now: Instant,
+    ) -> (StreamId, Outcome) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.managed.extend(load_balancers.iter().cloned());
+        self.slots.insert(
+            id,
+            Slot {
+                endpoint: endpoint.to_owned(),
+                planned: BTreeSet::new(),
+                planned_generation: 0,
+                told: BTreeSet::new(),
+                told_generation: None,
+                told_at: None,
+            },
+        );
+        (id, self.replan(now, true))
+    }
+
+    /// A stream ended (failed, closed, or stopped). What it was told it holds stays fenced
+    /// until that assignment has lapsed at the actuator.
+    pub fn leave(&mut self, id: StreamId, now: Instant) -> Outcome {
+        let Some(slot) = self.slots.remove(&id) else {
+            return Outcome::default();
+        };
+        if let Some(at) = slot.told_at {
+            let until = at + self.valid_for;
+            if until > now {
+                for lb in slot.told {
+                    let f = self.fenced.entry(lb).or_insert(until);
+                    *f = (*f).max(until);
+                }
+            }
+        }
+        self.replan(now, true)
+    }
+
+    /// Time passed: fences may have lapsed.
+    pub fn tick(&mut self, now: Instant) -> Outcome {
+        self.replan(now, false)
+    }
+
+    /// The next instant at which [`Assigner::tick`] can change something, if any.
+    pub fn next_fence_expiry(&self) -> Option<Instant> {
+        self.fenced.values().min().copied()
+    }
+
+    /// The assignment to send on a stream now: a new plan, or a heartbeat when the last one
+    /// is `valid_for / 3` old.
+    pub fn due(&self, id: StreamId, now: Instant) -> Option<Assignment> {
+        let slot = self.slots.get(&id)?;
+        let fresh = slot.told_generation != Some(slot.planned_generation);
+        let stale = slot
+            .told_at
+            .is_none_or(|at| now.duration_since(at) >= self.heartbeat());
+        (fresh || stale).then(|| Assignment {
+            leader_epoch: self.epoch,
+            generation: slot.planned_generation,
+            load_balancers: slot.planned.iter().cloned().collect(),
+            valid_for: prost_types::Duration::try_from(self.valid_for).ok(),
+        })
+    }
+
+    /// When the stream's next assignment is due (`now` if one is due already).
+    pub fn next_due(&self, id: StreamId, now: Instant) -> Option<Instant> {
+        let slot = self.slots.get(&id)?;
+        Some(match slot.told_at {
+            Some(at) if slot.told_generation == Some(slot.planned_generation) => {
+                (at + self.heartbeat()).max(now)
+            }
+            _ => now,
+        })
+    }
+
+    /// `sent` was handed to the stream at `now`.
+    pub fn sent(&mut self, id: StreamId, sent: &Assignment, now: Instant) {
+        if let Some(slot) = self.slots.get_mut(&id) {
+            slot.told = sent.load_balancers.iter().cloned().collect();
+            slot.told_generation = Some(sent.generation);
+            slot.told_at = Some(now);
+        }
+    }
+
+    /// The planned owner of every managed load balancer (`None`: fenced or no live stream).
+    pub fn owners(&self) -> Vec<(String, Option<String>)> {
+        self.managed
+            .iter()
+            .map(|lb| {
+                let owner = self
+                    .slots
+                    .values()
+                    .find(|s| s.planned.contains(lb))
+                    .map(|s| s.endpoint.clone());
+                (lb.clone(), owner)
+            })
+            .collect()
+    }
+
+    /// Load balancers planned per live endpoint.
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        self.slots
+            .values()
+            .map(|s| (s.endpoint.clone(), s.planned.len()))
+            .collect()
+    }
+
+    /// Recomputes the plan. `live_set_changed`: every live stream gets a new generation even
+    /// if its share is the same (a reconnected stream must not be ordered behind what its
+    /// previous stream was told).
+    fn replan(&mut self, now: Instant, live_set_changed: bool) -> Outcome {
+        let lapsed: Vec<String> = self
+            .fenced
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(lb, _)| lb.clone())
+            .collect();
+        for lb in &lapsed {
+            self.fenced.remove(lb);
+        }
+        // Rendezvous over endpoints; with two streams to one endpoint (a reconnect racing
+        // the old stream's end) the newer stream wins.
+        let mut by_endpoint: BTreeMap<&str, StreamId> = BTreeMap::new();
+        for (id, s) in &self.slots {
+            by_endpoint.insert(&s.endpoint, *id);
+        }
+        let live: Vec<String> = by_endpoint.keys().map(|e| (*e).to_owned()).collect();
+        let mut plan: BTreeMap<StreamId, BTreeSet<String>> =
+            self.slots.keys().map(|id| (*id, BTreeSet::new())).collect();
+        for lb in &self.managed {
+            let Some(ep) = route::pick(lb, &live) else {
+                continue;
+            };
+            let id = by_endpoint[ep.as_str()];
+            // A fenced load balancer is not granted anew; a stream that already has it keeps
+            // it (taking it back would only add a gap).
+            if self.fenced.contains_key(lb) && !self.slots[&id].told.contains(lb) {
+                continue;
+            }
+            if let Some(p) = plan.get_mut(&id) {
+                p.insert(lb.clone());
+            }
+        }
+        let changed = live_set_changed || plan.iter().any(|(id, p)| self.slots[id].planned != *p);
+        let mut outcome = Outcome::default();
+        if changed {
+            self.generation += 1;
+            for (id, p) in plan {
+                if let Some(slot) = self.slots.get_mut(&id) {
+                    slot.planned = p;
+                    slot.planned_generation = self.generation;
+                }
+            }
+            outcome.changed = true;
+            outcome.failed_over = lapsed
+                .iter()
+                .filter(|lb| self.slots.values().any(|s| s.planned.contains(*lb)))
+                .count();
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+#[path = "assign_tests.rs"]
+mod tests;

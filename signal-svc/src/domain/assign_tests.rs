@@ -1,0 +1,169 @@
+use super::*;
+
+const VALID: Duration = Duration::from_secs(3);
+
+fn lbs(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("lb-{i}")).collect()
+}
+
+/// Sends what is due on every stream, as the stream tasks do.
+fn deliver(a: &mut Assigner, ids: &[StreamId], now: Instant) -> BTreeMap<StreamId, Assignment> {
+    let mut out = BTreeMap::new();
+    for id in ids {
+        if let Some(m) = a.due(*id, now) {
+            a.sent(*id, &m, now);
+            out.insert(*id, m);
+        }
+    }
+    out
+}
+
+fn owners(a: &Assigner) -> BTreeMap<String, Option<String>> {
+    a.owners().into_iter().collect()
+}
+
+#[test]
+fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(7);
+    let (x, o) = a.join("10.0.0.1:9443", &lbs(12), t);
+    assert!(o.changed);
+    let sent = deliver(&mut a, &[x], t);
+    assert_eq!(
+        sent[&x].load_balancers.len(),
+        12,
+        "the only replica writes all"
+    );
+    assert_eq!(sent[&x].leader_epoch, 7);
+    assert_eq!(
+        sent[&x].valid_for,
+        Some(prost_types::Duration {
+            seconds: 3,
+            nanos: 0
+        })
+    );
+    let (y, _) = a.join("10.0.0.2:9443", &lbs(12), t);
+    let (z, _) = a.join("10.0.0.3:9443", &lbs(12), t);
+    let sent = deliver(&mut a, &[x, y, z], t);
+    assert_eq!(sent.len(), 3, "a live-set change is sent to every stream");
+    let gens: BTreeSet<u64> = sent.values().map(|m| m.generation).collect();
+    assert_eq!(gens.len(), 1, "one generation per change");
+    let mut all: Vec<&String> = sent.values().flat_map(|m| &m.load_balancers).collect();
+    all.sort();
+    assert_eq!(all.len(), 12, "each load balancer exactly once");
+    all.dedup();
+    assert_eq!(all.len(), 12);
+    assert!(sent.values().all(|m| !m.load_balancers.is_empty()));
+
+    // A fourth replica takes only what it wins; nothing moves between the others.
+    let before = owners(&a);
+    let (w, _) = a.join("10.0.0.4:9443", &lbs(12), t);
+    deliver(&mut a, &[x, y, z, w], t);
+    for (lb, owner) in owners(&a) {
+        if owner.as_deref() != Some("10.0.0.4:9443") {
+            assert_eq!(before[&lb], owner, "{lb} moved between old replicas");
+        }
+    }
+}
+
+#[test]
+fn a_dead_holder_is_replaced_only_once_its_assignment_lapsed() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(1);
+    let (x, _) = a.join("a:1", &lbs(8), t);
+    let (y, _) = a.join("b:1", &lbs(8), t);
+    let sent = deliver(&mut a, &[x, y], t);
+    let held_by_x = sent[&x].load_balancers.clone();
+    assert!(!held_by_x.is_empty());
+    // Heartbeats keep going; the last one on x is at t+2s.
+    let t2 = t + Duration::from_secs(2);
+    assert_eq!(deliver(&mut a, &[x, y], t2).len(), 2);
+    // x dies at t+2.5s: its load balancers have no owner until t+5s.
+    let o = a.leave(x, t2 + Duration::from_millis(500));
+    assert!(o.changed);
+    for lb in &held_by_x {
+        assert_eq!(owners(&a)[lb], None, "{lb} must not overlap");
+    }
+    assert_eq!(a.next_fence_expiry(), Some(t2 + VALID));
+    let sent = deliver(&mut a, &[y], t2 + Duration::from_millis(500));
+    assert_eq!(sent[&y].load_balancers.len(), 8 - held_by_x.len());
+    let early = a.tick(t2 + VALID - Duration::from_millis(1));
+    assert!(!early.changed);
+    let o = a.tick(t2 + VALID);
+    assert!(o.changed);
+    assert_eq!(o.failed_over, held_by_x.len());
+    let sent = deliver(&mut a, &[y], t2 + VALID);
+    assert_eq!(sent[&y].load_balancers, lbs(8));
+}
+
+#[test]
+fn a_stream_never_told_anything_leaves_without_fence() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(1);
+    let (x, _) = a.join("a:1", &lbs(4), t);
+    let (y, _) = a.join("b:1", &lbs(4), t);
+    deliver(&mut a, &[y], t);
+    a.leave(x, t);
+    assert_eq!(a.next_fence_expiry(), None);
+    assert!(owners(&a).values().all(|o| o.as_deref() == Some("b:1")));
+}
+
+#[test]
+fn heartbeats_repeat_the_same_generation_and_reconnects_get_a_newer_one() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(1);
+    let (x, _) = a.join("a:1", &lbs(2), t);
+    let first = a.due(x, t).unwrap();
+    a.sent(x, &first, t);
+    assert_eq!(a.due(x, t + Duration::from_millis(999)), None);
+    assert_eq!(a.next_due(x, t), Some(t + Duration::from_secs(1)));
+    let hb = a.due(x, t + Duration::from_secs(1)).unwrap();
+    assert_eq!(hb, first, "heartbeat: same content, same generation");
+
+    // The endpoint reconnects before its old stream's end is processed.
+    let (x2, _) = a.join("a:1", &lbs(2), t + Duration::from_secs(1));
+    let again = a.due(x2, t + Duration::from_secs(1)).unwrap();
+    assert!(again.generation > first.generation);
+    assert_eq!(again.load_balancers, lbs(2));
+    // The old stream's late end does not take anything from the new one.
+    a.sent(x2, &again, t + Duration::from_secs(1));
+    a.leave(x, t + Duration::from_secs(1));
+    let next = a.due(x2, t + Duration::from_secs(1)).unwrap();
+    assert_eq!(next.load_balancers, lbs(2), "kept: it already holds them");
+}
+
+#[test]
+fn a_new_leadership_starts_from_nothing() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(1);
+    let (x, _) = a.join("a:1", &lbs(3), t);
+    deliver(&mut a, &[x], t);
+    a.reset(2);
+    assert!(a.managed().is_empty());
+    assert_eq!(a.due(x, t), None, "streams of the old epoch are gone");
+    let (y, _) = a.join("a:1", &lbs(3), t);
+    assert_eq!(a.due(y, t).unwrap().leader_epoch, 2);
+}
+
+#[test]
+fn managed_is_the_union_of_what_streams_report() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(1);
+    a.join("a:1", &["kubernetes".into()], t);
+    a.join(
+        "b:1",
+        &["kubernetes".into(), "kubernetes-internal".into()],
+        t,
+    );
+    assert_eq!(
+        a.managed().iter().cloned().collect::<Vec<_>>(),
+        vec!["kubernetes".to_owned(), "kubernetes-internal".to_owned()]
+    );
+    assert!(owners(&a).values().all(Option::is_some));
+}

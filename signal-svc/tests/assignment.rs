@@ -1,0 +1,125 @@
+//! One writer per load balancer: every replica gets every node, each load balancer is assigned
+//! to one live replica, a hung replica's load balancers move once its assignment has lapsed,
+//! and a node is effective (one Node event) only when every load balancer is covered.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use cutover_proto::v1::AdminState;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const OOS: &str = "node.kubernetes.io/out-of-service";
+
+fn lbs() -> Vec<String> {
+    (0..6).map(|i| format!("kubernetes-lb{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_replica_hands_its_load_balancers_over_and_nodes_are_effective_once_covered() {
+    let c = cluster(6).await;
+    let a = FakeActuator::start("a", Mode::Effective).await;
+    // b answers nothing (a replica stuck writing) and sits behind a proxy we can freeze.
+    let b = FakeActuator::start("b", Mode::Silent).await;
+    *a.state.load_balancers.lock() = lbs();
+    *b.state.load_balancers.lock() = lbs();
+    let proxy = FreezableProxy::start(b.addr).await;
+    let svc = start(&c, "pod-a", &[a.endpoint(), proxy.endpoint()], &[]).await;
+    svc.wait_ready().await;
+
+    // Each load balancer has exactly one owner, and both replicas have a share.
+    let (on_a, on_b) = eventually("disjoint shares covering everything", || async {
+        let (x, y) = (a.state.assigned()?, b.state.assigned()?);
+        let mut all: Vec<&String> = x.iter().chain(y.iter()).collect();
+        all.sort();
+        all.dedup();
+        (all.len() == 6 && x.len() + y.len() == 6 && !x.is_empty() && !y.is_empty())
+            .then_some((x, y))
+    })
+    .await;
+    let epoch = a.state.assignments().last().unwrap().0.leader_epoch;
+    assert!(epoch >= 1);
+    assert_eq!(
+        svc.metric("cutover_signal_load_balancer_owner", "").await,
+        6.0
+    );
+
+    // Every replica receives every node's state.
+    let n = c.node_names().await;
+    c.add_taint(&n[0], OOS, None, "NoExecute").await;
+    for act in [&a, &b] {
+        eventually("Down on both replicas", || async {
+            (act.state.latest_state(&n[0]) == Some(AdminState::Down)).then_some(())
+        })
+        .await;
+    }
+    // a covers only its share: no Normal event, nothing effective yet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        svc.metric("cutover_signal_results_total", "phase=\"effective\"")
+            .await,
+        0.0
+    );
+    assert!(
+        !c.node_events(&n[0])
+            .await
+            .iter()
+            .any(|(_, r, _)| r == "LoadBalancerAdminStateDown")
+    );
+
+    // b hangs: keepalive notices, its share moves to a once its assignment lapsed.
+    let frozen_at = tokio::time::Instant::now();
+    proxy.freeze();
+    let took = eventually("a holds everything", || async {
+        let (x, at) = a.state.assignments().last().cloned()?;
+        (x.load_balancers.len() == 6).then_some(at - frozen_at)
+    })
+    .await;
+    println!("failover after freeze: {took:?} (shares before: a {on_a:?}, b {on_b:?})");
+    // Never before b's assignment can have lapsed (valid_for 3 s after the last heartbeat,
+    // sent at most 1 s before the freeze); well within 10 s.
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let last_to_b = b.state.assignments().last().unwrap().1;
+    assert!(
+        frozen_at + took >= last_to_b + Duration::from_secs(3),
+        "no overlap: handed over only after b's last assignment lapsed"
+    );
+    assert!(
+        svc.metric("cutover_signal_assignment_failovers_total", "")
+            .await
+            >= on_b.len() as f64
+    );
+
+    // a re-reports with its grown share: now the node is effective, once.
+    let events = eventually("Normal event", || async {
+        let evs = c.node_events(&n[0]).await;
+        evs.iter()
+            .any(|(_, r, _)| r == "LoadBalancerAdminStateDown")
+            .then_some(evs)
+    })
+    .await;
+    let downs = events
+        .iter()
+        .filter(|(_, r, _)| r == "LoadBalancerAdminStateDown")
+        .count();
+    assert_eq!(downs, 1);
+    assert_eq!(
+        svc.metric("cutover_signal_results_total", "phase=\"effective\"")
+            .await,
+        1.0
+    );
+    let gens: BTreeSet<u64> = a
+        .state
+        .assignments()
+        .iter()
+        .map(|(x, _)| x.generation)
+        .collect();
+    assert!(
+        gens.len() >= 2,
+        "the handover is a new generation: {gens:?}"
+    );
+    svc.stop().await;
+}
