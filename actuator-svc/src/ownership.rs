@@ -85,20 +85,44 @@ pub struct Ownership {
 impl Ownership {
     /// Takes an assignment (or its heartbeat) received at `now`. Returns whether the set of
     /// owned load balancers changed.
+    ///
+    /// A heartbeat (same epoch and generation) does not revive a lapsed assignment: a replica
+    /// woken from a freeze may read heartbeats that queued up while it was stopped, and by
+    /// then the leader may have moved its load balancers. Only a newer generation does.
     pub fn accept(&mut self, grant: Grant, now: Instant) -> Result<bool, Refused> {
         let before = self.owned(now);
-        if let Some((have, _)) = &self.current
-            && (grant.epoch, grant.generation) < (have.epoch, have.generation)
-        {
-            return Err(Refused::Stale {
-                epoch: grant.epoch,
-                generation: grant.generation,
-                have_epoch: have.epoch,
-                have_generation: have.generation,
-            });
+        if let Some((have, at)) = &self.current {
+            let (new, old) = (
+                (grant.epoch, grant.generation),
+                (have.epoch, have.generation),
+            );
+            if new < old {
+                return Err(Refused::Stale {
+                    epoch: grant.epoch,
+                    generation: grant.generation,
+                    have_epoch: have.epoch,
+                    have_generation: have.generation,
+                });
+            }
+            let lapsed = now.saturating_duration_since(*at) >= have.valid_for;
+            if new == old && lapsed {
+                return Ok(false);
+            }
         }
         self.current = Some((grant, now));
         Ok(self.owned(now) != before)
+    }
+
+    /// The stream that carried the assignment ended: stop writing at once (the version stays,
+    /// so nothing older is accepted later).
+    pub fn lapse(&mut self, epoch: u64) -> bool {
+        match &mut self.current {
+            Some((g, _)) if g.epoch == epoch && !g.lbs.is_empty() => {
+                g.lbs.clear();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// True once any assignment was accepted (the replica is part of a managed fleet).
@@ -174,10 +198,18 @@ mod tests {
         let t1 = t0 + Duration::from_secs(2);
         assert_eq!(o.accept(grant(1, 1, &["a"]), t1), Ok(false));
         assert!(o.owns("a", t1 + Duration::from_millis(2900)));
-        // Frozen past valid_for: nothing is owned any more.
-        assert!(!o.owns("a", t1 + Duration::from_secs(3)));
+        // Frozen past valid_for: nothing is owned any more, and heartbeats that queued up
+        // while frozen do not bring it back; a newer generation does.
+        let woke = t1 + Duration::from_secs(3);
+        assert!(!o.owns("a", woke));
+        assert_eq!(o.accept(grant(1, 1, &["a"]), woke), Ok(false));
+        assert!(!o.owns("a", woke));
+        assert_eq!(o.accept(grant(1, 2, &["a"]), woke), Ok(true));
+        assert!(o.owns("a", woke));
+        assert!(o.lapse(1));
+        assert!(!o.owns("a", woke));
         assert_eq!(
-            o.owned_among(&["a".into(), "b".into()], t1 + Duration::from_secs(60)),
+            o.owned_among(&["a".into(), "b".into()], woke),
             Vec::<String>::new()
         );
     }

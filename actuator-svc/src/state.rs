@@ -229,6 +229,14 @@ impl Store {
         Ok(())
     }
 
+    /// The leader's stream of `epoch` ended: its assignment stops at once.
+    pub fn stream_ended(&self, epoch: u64) {
+        if self.inner.lock().ownership.lapse(epoch) {
+            tracing::info!(epoch, "assignment dropped with its stream");
+            self.metrics.owned(&self.lbs(), &[]);
+        }
+    }
+
     /// Whether this replica writes `lb` now (see `ownership`).
     pub fn owns(&self, lb: &str) -> bool {
         self.inner.lock().ownership.owns(lb, Instant::now())

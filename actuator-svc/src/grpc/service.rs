@@ -126,6 +126,7 @@ async fn serve_stream(
         })
     };
     let outcome = stream_loop(&svc, &mut inbound, epoch, &mine).await;
+    svc.store.stream_ended(epoch);
     if let Err(status) = outcome {
         tracing::warn!(error = %status.message(), "desired-state stream refused");
         let _ = tx.send(Err(status)).await;

@@ -147,10 +147,24 @@ async fn a_lapsed_or_stale_assignment_writes_nothing() {
         puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
         0
     );
-    // A heartbeat renews it: the held state is written at once, no resync needed.
+    // A late heartbeat does not revive it (it may have queued while the replica was frozen).
     tx.send(assignment(
         4,
         1,
+        &["kubernetes", "kubernetes-internal"],
+        5000,
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
+        0
+    );
+    // A new generation does: the held state is written at once, no resync needed.
+    tx.send(assignment(
+        4,
+        2,
         &["kubernetes", "kubernetes-internal"],
         5000,
     ))
@@ -160,7 +174,7 @@ async fn a_lapsed_or_stale_assignment_writes_nothing() {
     assert_eq!(r.load_balancers.len(), 2);
     assert!(all_are(&sim, &cluster, node, "Down"));
     // An older generation is fenced off: the stream is refused.
-    tx.send(assignment(4, 0, &[], 5000)).await.unwrap();
+    tx.send(assignment(4, 1, &[], 5000)).await.unwrap();
     let end = loop {
         match tokio::time::timeout(WAIT, rx.message()).await.unwrap() {
             Ok(Some(_)) => continue,
