@@ -50,6 +50,7 @@ pub mod store;
 pub mod throttle;
 mod tls;
 
+pub use crate::faults::Cadence;
 use crate::faults::{FaultSpec, Faults, Tuning};
 use crate::lro::{EffectiveEvent, Operations};
 use crate::model::AdminState;
@@ -107,6 +108,13 @@ impl ArmSimOptions {
             seed: Seed::preset(name, None)?,
             ..Self::default()
         })
+    }
+
+    /// These options with the retry hints of a cadence preset (see [`Cadence`]); the default
+    /// tuning is [`Cadence::Fast`].
+    pub fn with_cadence(mut self, cadence: Cadence) -> Self {
+        self.tuning = self.tuning.with_cadence(cadence);
+        self
     }
 }
 
@@ -280,6 +288,17 @@ impl ArmSim {
         routes::control::snapshot(&self.shared.state.lock(), lb, pool)
     }
 
+    /// An operation's start and end times and wire body, if known.
+    pub fn operation_record(&self, op_id: &str) -> Option<lro::OperationRecord> {
+        self.shared
+            .state
+            .lock()
+            .ops
+            .ops
+            .get(op_id)
+            .map(lro::Operation::record)
+    }
+
     /// The async-operation body of an operation, if known.
     pub fn operation(&self, op_id: &str) -> Option<Value> {
         self.shared
@@ -308,6 +327,12 @@ impl ArmSim {
     /// Replaces the tuning (latencies, completion delay, Retry-After, page size, token lifetime).
     pub fn set_tuning(&self, tuning: Tuning) {
         self.shared.state.lock().tuning = tuning;
+    }
+
+    /// Switches the retry hints to a cadence preset (other tuning unchanged).
+    pub fn set_cadence(&self, cadence: Cadence) {
+        let mut st = self.shared.state.lock();
+        st.tuning = st.tuning.clone().with_cadence(cadence);
     }
 
     /// Replaces the throttling limits (buckets refill to full).

@@ -5,8 +5,9 @@
 //! | `GET /_sim/requests` | request log (JSON array of [`crate::RequestRecord`]) |
 //! | `GET /_sim/effective` | effective admin-state log ([`crate::lro::EffectiveEvent`]) |
 //! | `GET /_sim/pools/{lb}/{pool}` | pool snapshot ([`crate::PoolSnapshot`]) |
-//! | `GET /_sim/operations/{id}` | async-operation body |
+//! | `GET /_sim/operations/{id}` | [`crate::lro::OperationRecord`]: wire body, start and end time |
 //! | `GET`/`PUT /_sim/tuning` | [`crate::faults::Tuning`] |
+//! | `PUT /_sim/cadence` | `{"cadence":"azure"\|"fast"}`: retry hints of a [`crate::Cadence`] preset |
 //! | `PUT /_sim/limits` | [`crate::throttle::Limits`] |
 //! | `POST /_sim/faults` | [`crate::faults::FaultSpec`] |
 //! | `POST /_sim/outside-write` | `{"lb","pool","entry","adminState"}` (null removes) |
@@ -66,6 +67,12 @@ struct OutsideWrite {
     admin_state: Option<AdminState>,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CadenceBody {
+    cadence: crate::Cadence,
+}
+
 /// A pool snapshot by LB name (any resource group).
 pub(crate) fn snapshot(st: &State, lb: &str, pool: &str) -> Option<PoolSnapshot> {
     let key = st.store.find_lb(lb)?;
@@ -112,7 +119,7 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
                 ),
             },
             (&Method::GET, ["operations", id]) => match st.ops.ops.get(*id) {
-                Some(op) => json(StatusCode::OK, &op.body()),
+                Some(op) => to_json(&op.record()),
                 None => json(
                     StatusCode::NOT_FOUND,
                     &j!({ "error": { "code": "NotFound", "message": "no such operation" } }),
@@ -121,6 +128,11 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
             (&Method::GET, ["tuning"]) => to_json(&st.tuning),
             (&Method::PUT, ["tuning"]) => {
                 st.tuning = parse::<Tuning>(body)?;
+                to_json(&st.tuning)
+            }
+            (&Method::PUT, ["cadence"]) => {
+                let c = parse::<CadenceBody>(body)?;
+                st.tuning = st.tuning.clone().with_cadence(c.cadence);
                 to_json(&st.tuning)
             }
             (&Method::PUT, ["limits"]) => {
