@@ -94,7 +94,13 @@ impl ArmError {
             "NoRegisteredProviderFound",
             format!(
                 "No registered resource provider found for location '{location}' and API version '{api_version}' for type '{rtype}'. The supported api-versions are '{}'. The supported locations are '{location}'.",
-                supported.join(", ")
+                // ARM lists the newest first.
+                supported
+                    .iter()
+                    .rev()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )
     }

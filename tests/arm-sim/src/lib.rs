@@ -13,7 +13,8 @@
 //! ## Modelled
 //! - Backend pools (GET / PUT / DELETE / LIST with `nextLink` paging), load balancers (GET with
 //!   pools embedded, whole-LB PUT), LIST NICs of a resource group, async-operation and
-//!   operationResults URLs; api-version `2024-03-01` (configurable list).
+//!   operationResults URLs; every stable api-version from 2022-01-01 to 2026-03-01
+//!   ([`API_VERSIONS`], configurable), others refused like ARM (400 `NoRegisteredProviderFound`).
 //! - NIC-based pools (`backendIPConfigurations` + NIC-style `loadBalancerBackendAddresses` with
 //!   GUID names) and IP-based pools (`ipAddress` entries, pool-level `virtualNetwork`);
 //!   `adminState` `None|Up|Down`; readOnly handling documented in [`body`].
@@ -65,6 +66,39 @@ use std::sync::Arc;
 
 pub use crate::server::StartError;
 
+/// The Microsoft.Network stable api-versions the simulator serves by default, oldest first:
+/// every one from 2022-01-01 (where `adminState` first appears) to the newest the official SDKs
+/// send. Sources: the folders `specification/network/resource-manager/Microsoft.Network/stable/`
+/// of Azure/azure-rest-api-specs (2022-01-01 .. 2025-07-01) and the defaults of azure-mgmt-network
+/// 29.0 (2024-07-01), 30.0 (2024-10-01), 31.0 (2025-07-01), 32.0 (2025-09-01), 33.0 (2026-01-01)
+/// and 33.1 (2026-03-01). Every version gets the same shapes (the load-balancer and pool schemas
+/// did not change in ways the simulator renders; `Drain` is refused in all of them).
+pub const API_VERSIONS: &[&str] = &[
+    "2022-01-01",
+    "2022-05-01",
+    "2022-07-01",
+    "2022-09-01",
+    "2022-11-01",
+    "2023-02-01",
+    "2023-04-01",
+    "2023-05-01",
+    "2023-06-01",
+    "2023-09-01",
+    "2023-11-01",
+    "2024-01-01",
+    "2024-03-01",
+    "2024-05-01",
+    "2024-07-01",
+    "2024-10-01",
+    "2025-01-01",
+    "2025-03-01",
+    "2025-05-01",
+    "2025-07-01",
+    "2025-09-01",
+    "2026-01-01",
+    "2026-03-01",
+];
+
 /// Options of [`ArmSim::start`].
 #[derive(Debug, Clone)]
 pub struct ArmSimOptions {
@@ -93,7 +127,7 @@ impl Default for ArmSimOptions {
             tls: false,
             limits: Limits::default(),
             tuning: Tuning::default(),
-            api_versions: vec!["2024-03-01".into()],
+            api_versions: API_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
             federated_token: "cutover-sim-federated-token".into(),
             identity_header: "cutover-sim-identity-header".into(),
             managed_identity_client_id: "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e".into(),

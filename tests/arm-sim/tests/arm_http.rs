@@ -903,3 +903,70 @@ async fn lb_and_written_pool_read_updating_until_the_exact_end_of_the_operation(
     let log = sim.effective_log();
     assert_eq!((log.len(), log[1].time), (2, end));
 }
+
+#[tokio::test]
+async fn every_api_version_since_2022_serves_the_same_shapes_and_others_are_refused_like_arm() {
+    let sim = start("aks-ip").await;
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let lb = lb_path(&sim, "kubernetes");
+    let pool = pool_path(&sim, "kubernetes", "kubernetes");
+    let strip = |mut v: Value| {
+        v["etag"] = Value::Null;
+        v
+    };
+    let reference = strip(raw.get(&format!("{lb}?{API}"), &tok).await.body);
+    assert_eq!(arm_sim::API_VERSIONS.first(), Some(&"2022-01-01"));
+    assert_eq!(arm_sim::API_VERSIONS.last(), Some(&"2026-03-01"));
+    for v in arm_sim::API_VERSIONS {
+        let got = raw.get(&format!("{lb}?api-version={v}"), &tok).await;
+        assert_eq!(got.status, 200, "{v}: {:?}", got.body);
+        assert_eq!(strip(got.body), reference, "{v}");
+    }
+    // A write under the newest version: its operation URL carries that version.
+    let body = raw
+        .get(&format!("{pool}?api-version=2026-03-01"), &tok)
+        .await
+        .body;
+    let auth = format!("Bearer {tok}");
+    let put = raw
+        .send(
+            "PUT",
+            &format!("{pool}?api-version=2026-03-01"),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            Some(serde_json::to_vec(&with_first_admin_state(body, "Down")).unwrap()),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    let op = put.header("azure-asyncoperation").unwrap();
+    assert!(op.ends_with("?api-version=2026-03-01"), "{op}");
+    assert_eq!(raw.wait_op(op, &tok).await, json!({"status": "Succeeded"}));
+
+    for v in [
+        "2021-08-01",
+        "2024-03-01-preview",
+        "2026-05-01",
+        "2099-01-01",
+    ] {
+        let r = raw.get(&format!("{pool}?api-version={v}"), &tok).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "NoRegisteredProviderFound"),
+            "{v}"
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "No registered resource provider found for location 'eastus' and API version '{v}' for type 'loadBalancers/backendAddressPools'. The supported api-versions are '2026-03-01, 2026-01-01, 2025-09-01,"
+            )),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("2022-01-01'. The supported locations are 'eastus'."),
+            "{message}"
+        );
+    }
+}

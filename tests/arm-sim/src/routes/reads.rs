@@ -9,7 +9,7 @@ use crate::model::Scope;
 use http::{StatusCode, request::Parts};
 use serde_json::{Value, json as j};
 
-use super::arm::API_VERSION;
+use super::arm::api_version;
 use super::writes::async_url;
 
 pub(super) fn with_etag(mut resp: Resp, etag: &str) -> Resp {
@@ -64,7 +64,7 @@ fn page(shared: &Shared, parts: &Parts, items: Vec<Value>) -> Value {
         .to_vec();
     let mut body = j!({ "value": value });
     if end < items.len() {
-        let api = query_param(&parts.uri, "api-version").unwrap_or_else(|| API_VERSION.into());
+        let api = api_version(parts);
         body["nextLink"] = j!(format!(
             "{}{}?api-version={api}&$skipToken={end}",
             shared.base_url,
@@ -134,7 +134,7 @@ pub(super) fn op_status(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
     Ok(resp)
 }
 
-pub(super) fn op_result(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
+pub(super) fn op_result(shared: &Shared, parts: &Parts, id: &str) -> Result<Resp, ArmError> {
     let st = shared.state.lock();
     let op = st
         .ops
@@ -144,7 +144,14 @@ pub(super) fn op_result(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
     Ok(match &op.status {
         OpStatus::InProgress => {
             let mut resp = empty(StatusCode::ACCEPTED);
-            let url = async_url(shared, &op.lb.sub, &op.location, id, "operationResults");
+            let url = async_url(
+                shared,
+                &op.lb.sub,
+                &op.location,
+                id,
+                "operationResults",
+                &api_version(parts),
+            );
             set_header(&mut resp, "location", &url);
             set_header(
                 &mut resp,

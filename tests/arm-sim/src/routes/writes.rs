@@ -12,7 +12,7 @@ use http::{StatusCode, request::Parts};
 use serde_json::Value;
 use std::sync::Arc;
 
-use super::arm::{API_VERSION, if_match, parse_json};
+use super::arm::{api_version, if_match, parse_json};
 use super::reads::with_etag;
 
 pub(super) fn async_url(
@@ -21,9 +21,10 @@ pub(super) fn async_url(
     location: &str,
     op_id: &str,
     what: &str,
+    api: &str,
 ) -> String {
     format!(
-        "{}/subscriptions/{sub}/providers/Microsoft.Network/locations/{location}/{what}/{op_id}?api-version={API_VERSION}",
+        "{}/subscriptions/{sub}/providers/Microsoft.Network/locations/{location}/{what}/{op_id}?api-version={api}",
         shared.base_url
     )
 }
@@ -31,16 +32,23 @@ pub(super) fn async_url(
 /// Adds the LRO headers of a write response.
 fn lro_headers(
     shared: &Shared,
+    parts: &Parts,
     resp: &mut Resp,
-    sub: &str,
-    location: &str,
-    op_id: &str,
+    op: (&str, &str, &str),
     retry: u64,
 ) {
+    let (sub, location, op_id) = op;
     set_header(
         resp,
         "azure-asyncoperation",
-        &async_url(shared, sub, location, op_id, "operations"),
+        &async_url(
+            shared,
+            sub,
+            location,
+            op_id,
+            "operations",
+            &api_version(parts),
+        ),
     );
     set_header(resp, "azure-asyncnotification", "Enabled");
     set_header(resp, "retry-after", &retry.to_string());
@@ -112,7 +120,13 @@ pub(super) fn put_pool(
             .finished(key.clone(), &location, kind, op_id.clone(), now);
         let l = st.store.lb(sub, rg, lb)?;
         let mut resp = json(StatusCode::OK, &new_pool.render(scope, &l.etag));
-        lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+        lro_headers(
+            shared,
+            parts,
+            &mut resp,
+            (&key.sub, &location, &op_id),
+            retry,
+        );
         return Ok(resp);
     }
     new_pool.provisioning_state = "Updating".into();
@@ -146,7 +160,13 @@ pub(super) fn put_pool(
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &p);
-    lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&key.sub, &location, &op_id),
+        retry,
+    );
     Ok(with_etag(resp, &etag))
 }
 
@@ -203,11 +223,24 @@ pub(super) fn delete_pool(
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = empty(StatusCode::ACCEPTED);
-    lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&key.sub, &location, &op_id),
+        retry,
+    );
     set_header(
         &mut resp,
         "location",
-        &async_url(shared, &key.sub, &location, &op_id, "operationResults"),
+        &async_url(
+            shared,
+            &key.sub,
+            &location,
+            &op_id,
+            "operationResults",
+            &api_version(parts),
+        ),
     );
     Ok(resp)
 }
@@ -293,6 +326,12 @@ pub(super) fn put_lb(
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &rendered);
-    lro_headers(shared, &mut resp, &sub_id, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&sub_id, &location, &op_id),
+        retry,
+    );
     Ok(with_etag(resp, &etag))
 }
