@@ -239,6 +239,25 @@ impl ArmError {
         e
     }
 
+    /// Strict mode's refusal of a whole-LB PUT that changes the LB's structure.
+    pub fn structure_changed(lb_id: &str, changes: &[String]) -> Self {
+        let mut e = Self::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidRequestFormat",
+            format!(
+                "arm-sim strict mode refused this PUT of load balancer {lb_id}: it changes the load balancer's frontends, rules, probes, outbound rules, SKU or pool list, not only backend pool entries ({}). Send every one of them back exactly as GET returned it.",
+                changes.join("; ")
+            ),
+        );
+        e.details = Some(
+            changes
+                .iter()
+                .map(|c| json!({"code": "LoadBalancerStructureChanged", "message": c}))
+                .collect(),
+        );
+        e
+    }
+
     pub fn location_required() -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,

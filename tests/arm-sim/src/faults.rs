@@ -56,6 +56,11 @@ pub struct Tuning {
     pub page_size: usize,
     /// Lifetime of issued tokens.
     pub token_lifetime_secs: u64,
+    /// Refuse (400) a whole-LB PUT that would change anything but backend pool entries: a
+    /// dropped, reordered or altered frontend, rule, probe, outbound rule, SKU or pool list
+    /// (see [`crate::structure`]). Off by default: ARM itself applies such a PUT (replace
+    /// semantics); the change is then only recorded in the structure log.
+    pub strict_lb_structure: bool,
 }
 
 impl Default for Tuning {
@@ -68,6 +73,7 @@ impl Default for Tuning {
             lock_retry_after_secs: Cadence::Fast.lock_retry_after_secs(),
             page_size: 100,
             token_lifetime_secs: 3599,
+            strict_lb_structure: false,
         }
     }
 }

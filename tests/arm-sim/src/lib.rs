@@ -29,8 +29,12 @@
 //! - Observation and control under `/_sim/...`: request log, effective log, pool snapshots,
 //!   faults, tuning, outside writer.
 //!
+//! - Load-balancer structure ([`structure`]): frontends, rules, probes, NAT and outbound rules
+//!   kept as written, rendered with ids, etags and ARM's back-references; a fingerprint and
+//!   structure log detect whole-LB PUTs that change them; strict mode refuses those.
+//!
 //! ## Not modelled (yet)
-//! - Other resource types (public IPs, rules, probes are opaque JSON kept verbatim), VMSS and VM
+//! - Other resource types (public IPs are only referenced), rule semantics (no traffic), VMSS and VM
 //!   APIs (seeded scale sets are stored but not served), NIC writes.
 //! - Tenant-level buckets and the Microsoft.Network per-5-minute limits; throttling of AAD.
 //! - Real JWTs (tokens are opaque), certificate credentials, user-assigned managed identities
@@ -48,6 +52,7 @@ pub mod routes;
 pub mod seed;
 pub mod server;
 pub mod store;
+pub mod structure;
 pub mod throttle;
 mod tls;
 
@@ -178,6 +183,7 @@ pub(crate) struct State {
     pub faults: Faults,
     pub tuning: Tuning,
     pub requests: Vec<RequestRecord>,
+    pub structure_log: Vec<structure::StructureChange>,
 }
 
 /// Immutable configuration plus the state.
@@ -367,6 +373,28 @@ impl ArmSim {
     pub fn set_cadence(&self, cadence: Cadence) {
         let mut st = self.shared.state.lock();
         st.tuning = st.tuning.clone().with_cadence(cadence);
+    }
+
+    /// Turns strict mode on or off: a whole-LB PUT that changes anything but pool entries gets
+    /// 400 (see [`Tuning::strict_lb_structure`]).
+    pub fn set_strict_lb_structure(&self, strict: bool) {
+        self.shared.state.lock().tuning.strict_lb_structure = strict;
+    }
+
+    /// The fingerprint of a load balancer's non-pool structure (frontends, rules, probes, NAT
+    /// and outbound rules, SKU, pool names; not pool members), looked up by name.
+    pub fn lb_fingerprint(&self, lb: &str) -> Option<String> {
+        let st = self.shared.state.lock();
+        let key = st.store.find_lb(lb)?;
+        st.store
+            .lb(&key.sub, &key.rg, &key.lb)
+            .ok()
+            .map(model::LoadBalancer::fingerprint)
+    }
+
+    /// Every write that changed a load balancer's structure, in order.
+    pub fn structure_log(&self) -> Vec<structure::StructureChange> {
+        self.shared.state.lock().structure_log.clone()
     }
 
     /// Replaces the throttling limits (buckets refill to full).

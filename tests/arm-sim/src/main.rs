@@ -42,6 +42,10 @@ struct Args {
     /// Retry hint (seconds) of a lock conflict; overrides the cadence.
     #[arg(long, env = "ARM_SIM_LOCK_RETRY_AFTER_SECS")]
     lock_retry_after_secs: Option<u64>,
+    /// Refuse (400) a whole-LB PUT that changes anything but backend pool entries (a dropped,
+    /// reordered or altered frontend, rule, probe or outbound rule).
+    #[arg(long, env = "ARM_SIM_STRICT_LB_STRUCTURE")]
+    strict_lb_structure: bool,
     /// LIST page size.
     #[arg(long, env = "ARM_SIM_PAGE_SIZE", default_value_t = 100)]
     page_size: usize,
@@ -83,6 +87,7 @@ async fn main() -> anyhow::Result<()> {
         options.tuning.lock_retry_after_secs = secs;
     }
     options.tuning.page_size = args.page_size;
+    options.tuning.strict_lb_structure = args.strict_lb_structure;
     options.tuning.token_lifetime_secs = args.token_lifetime_secs;
     let sim = ArmSim::start(options).await.context("start")?;
     if let (Some(pem), Some(path)) = (sim.ca_pem(), &args.ca_out) {

@@ -36,7 +36,7 @@ pub(super) fn get_pool(
         .pool(pool)
         .ok_or_else(|| ArmError::child_not_found(&scope.pool_id(pool)))?;
     Ok(with_etag(
-        json(StatusCode::OK, &p.render(scope, &l.etag)),
+        json(StatusCode::OK, &l.render_pool(p, scope)),
         &l.etag,
     ))
 }
@@ -92,7 +92,7 @@ pub(super) fn list_pools(
         };
         l.pools
             .iter()
-            .map(|p| p.render(scope, &l.etag))
+            .map(|p| l.render_pool(p, scope))
             .collect::<Vec<_>>()
     };
     Ok(json(StatusCode::OK, &page(shared, parts, items)))

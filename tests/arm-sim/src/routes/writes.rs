@@ -8,6 +8,7 @@ use crate::body::{lb_from_body, pool_from_body};
 use crate::errors::ArmError;
 use crate::lro::{LockCheck, OpKind, OpSpec, Operations};
 use crate::model::Scope;
+use crate::structure::StructureChange;
 use http::{StatusCode, request::Parts};
 use serde_json::Value;
 use std::sync::Arc;
@@ -119,7 +120,7 @@ pub(super) fn put_pool(
         st.ops
             .finished(key.clone(), &location, kind, op_id.clone(), now);
         let l = st.store.lb(sub, rg, lb)?;
-        let mut resp = json(StatusCode::OK, &new_pool.render(scope, &l.etag));
+        let mut resp = json(StatusCode::OK, &l.render_pool(&new_pool, scope));
         lro_headers(
             shared,
             parts,
@@ -137,7 +138,21 @@ pub(super) fn put_pool(
     };
     match l.pool_mut(&new_pool.name) {
         Some(slot) => *slot = new_pool,
-        None => l.pools.push(new_pool),
+        None => {
+            // A new pool changes the LB's pool list, so its structure fingerprint.
+            let before = l.fingerprint();
+            let name = new_pool.name.clone();
+            l.pools.push(new_pool);
+            st.structure_log.push(StructureChange {
+                time: now,
+                lb: l.name.clone(),
+                op_id: op_id.clone(),
+                operation: kind.op_name().to_owned(),
+                before,
+                after: l.fingerprint(),
+                changes: vec![format!("backendAddressPools: added '{name}'")],
+            });
+        }
     }
     let fail = st.faults.take_failure();
     st.ops.start(
@@ -153,7 +168,7 @@ pub(super) fn put_pool(
     );
     let p = l
         .pool(pool)
-        .map(|p| p.render(scope, &l.etag))
+        .map(|p| l.render_pool(p, scope))
         .unwrap_or(Value::Null);
     let etag = l.etag.clone();
     let delay_ms = st.tuning.completion_delay_ms;
@@ -205,7 +220,17 @@ pub(super) fn delete_pool(
         st.tuning.lock_retry_after_secs,
         now,
     )?;
+    let before = l.fingerprint();
     l.pools.retain(|p| !p.name.eq_ignore_ascii_case(pool));
+    st.structure_log.push(StructureChange {
+        time: now,
+        lb: l.name.clone(),
+        op_id: op_id.clone(),
+        operation: kind.op_name().to_owned(),
+        before,
+        after: l.fingerprint(),
+        changes: vec![format!("backendAddressPools: removed '{pool}'")],
+    });
     let fail = st.faults.take_failure();
     st.ops.start(
         l,
@@ -279,6 +304,15 @@ pub(super) fn put_lb(
         (None, None) => {}
     }
     let mut new_lb = lb_from_body(&lb_name, &doc, existing.as_ref(), &rg_location)?;
+    // A whole-LB PUT replaces everything; one that moves more than pool entries is logged, or
+    // refused in strict mode (before the lock, like any validation failure).
+    let changes = existing
+        .as_ref()
+        .map(|old| old.structure_changes(&new_lb))
+        .unwrap_or_default();
+    if !changes.is_empty() && st.tuning.strict_lb_structure {
+        return Err(ArmError::structure_changed(&scope.lb_id(), &changes));
+    }
     let op_id = uuid::Uuid::new_v4().to_string();
     let supersede = st.faults.supersede;
     let lock_retry = st.tuning.lock_retry_after_secs;
@@ -287,6 +321,17 @@ pub(super) fn put_lb(
         st.ops
             .check_lock(stored, &OpKind::PutLb, &op_id, supersede, lock_retry, now)?;
         new_lb.lock = None;
+    }
+    if let (Some(old), false) = (&existing, changes.is_empty()) {
+        st.structure_log.push(StructureChange {
+            time: now,
+            lb: lb_name.clone(),
+            op_id: op_id.clone(),
+            operation: OpKind::PutLb.op_name().to_owned(),
+            before: old.fingerprint(),
+            after: new_lb.fingerprint(),
+            changes,
+        });
     }
     for p in new_lb.pools.iter_mut() {
         p.provisioning_state = "Updating".into();
