@@ -10,9 +10,17 @@
 //! - dual-stack: every node has one IPv4 and one IPv6 InternalIP, and ipConfigurations
 //!   `ipconfig1` (IPv4) and `ipconfigv6` (IPv6);
 //! - load balancers `<cluster>` (public) and `<cluster>-internal`, pools `<cluster>` and
-//!   `<cluster>-IPv6`; in multi-SLB mode more LBs and per-service pools `<namespace>-<service>`.
+//!   `<cluster>-IPv6`; in multi-SLB mode more LBs and per-service pools `<namespace>-<service>`;
+//! - on each LB the structure AKS builds for its Services ([`LbStructure`]): IPv4 and IPv6
+//!   frontends, a rule and probe per service port, `aksOutboundRule` on `aksOutboundBackendPool`,
+//!   and one rule without a probe (`kube-system/dns-udp`) on a pool holding every node.
+
+mod services;
+
+pub use services::{Frontend, FrontendAddress, LbRule, LbStructure, OutboundRule, Probe};
 
 use serde_json::{Value, json};
+use services::ServiceSpec;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -197,6 +205,8 @@ pub struct LoadBalancer {
     pub name: String,
     pub internal: bool,
     pub pools: Vec<BackendPool>,
+    /// Frontends, load-balancing rules, probes and outbound rules (AKS-shaped).
+    pub structure: LbStructure,
 }
 
 /// A multi-SLB configuration entry (`multipleStandardLoadBalancerConfigurations`).
@@ -396,7 +406,7 @@ fn base36_suffix(mut n: u32) -> String {
 }
 
 /// A UUID-shaped ID derived from a name (FNV-1a, two seeds), stable across runs.
-fn stable_uuid(name: &str) -> String {
+pub(crate) fn stable_uuid(name: &str) -> String {
     let hash = |seed: u64| {
         name.bytes().fold(seed, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -431,25 +441,87 @@ fn cluster_pools(name: &str, members: &[String]) -> Vec<BackendPool> {
     ]
 }
 
+const OUTBOUND_POOL: &str = "aksOutboundBackendPool";
+
+/// The UDP DNS service whose rule has no probe (`port_53_no_probe_rule`), on `pool`.
+fn dns_udp(pool: &str) -> ServiceSpec<'_> {
+    ServiceSpec {
+        key: "kube-system/dns-udp",
+        ports: &[("Udp", 53, 30053)],
+        dual_stack: false,
+        local: false,
+        no_probe: true,
+        pools: (pool, pool),
+    }
+}
+
+/// The internal service `key` on the cluster pools (`v4`, `v6`).
+fn internal_service<'a>(
+    key: &'a str,
+    port: &'a [(&'a str, u16, u16)],
+    v4: &'a str,
+    v6: &'a str,
+) -> ServiceSpec<'a> {
+    ServiceSpec {
+        key,
+        ports: port,
+        dual_stack: true,
+        local: false,
+        no_probe: false,
+        pools: (v4, v6),
+    }
+}
+
 fn add_single_slb(cluster: &mut Cluster) {
     let all: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
     let mut public = cluster_pools(&cluster.name, &all);
     public.push(BackendPool {
-        name: "aksOutboundBackendPool".to_string(),
+        name: OUTBOUND_POOL.to_string(),
         family: IpFamily::V4,
         members: all.clone(),
         outbound_only: true,
     });
+    let (v4, v6) = (cluster.name.clone(), format!("{}-IPv6", cluster.name));
+    let mut public_structure = LbStructure::default();
+    public_structure.add_outbound(OUTBOUND_POOL);
+    for svc in [
+        ServiceSpec {
+            key: "default/web",
+            ports: &[("Tcp", 80, 30080), ("Tcp", 443, 30443)],
+            dual_stack: true,
+            local: false,
+            no_probe: false,
+            pools: (&v4, &v6),
+        },
+        ServiceSpec {
+            key: "shop/checkout",
+            ports: &[("Tcp", 8080, 31080)],
+            dual_stack: true,
+            local: false,
+            no_probe: false,
+            pools: (&v4, &v6),
+        },
+        dns_udp(&v4),
+    ] {
+        public_structure.add_service(&svc, false);
+    }
+    let mut internal_structure = LbStructure::default();
+    internal_structure.add_service(
+        &internal_service("default/api-internal", &[("Tcp", 443, 32443)], &v4, &v6),
+        true,
+    );
     cluster.load_balancers = vec![
         LoadBalancer {
             name: cluster.name.clone(),
             internal: false,
             pools: public,
+            structure: public_structure,
         },
         LoadBalancer {
             name: format!("{}-internal", cluster.name),
             internal: true,
             pools: cluster_pools(&cluster.name, &all),
+            structure: internal_structure,
         },
     ];
 }
@@ -497,7 +569,7 @@ fn add_multi_slb(cluster: &mut Cluster) {
 
     let mut first_public = cluster_pools(&cluster.name, &primary_nodes);
     first_public.push(BackendPool {
-        name: "aksOutboundBackendPool".to_string(),
+        name: OUTBOUND_POOL.to_string(),
         family: IpFamily::V4,
         members: primary_nodes.clone(),
         outbound_only: true,
@@ -505,26 +577,74 @@ fn add_multi_slb(cluster: &mut Cluster) {
     first_public.extend(service_pools("default-web", web));
     let mut second_public = cluster_pools(&cluster.name, &spot_nodes);
     second_public.extend(service_pools("shop-checkout", checkout));
+    let (v4, v6) = (cluster.name.clone(), format!("{}-IPv6", cluster.name));
+    let service = |key: &'static str,
+                   ports: &'static [(&'static str, u16, u16)],
+                   pool: &'static str,
+                   pool_v6: &'static str| ServiceSpec {
+        key,
+        ports,
+        dual_stack: true,
+        local: true,
+        no_probe: false,
+        pools: (pool, pool_v6),
+    };
+    let mut first = LbStructure::default();
+    first.add_outbound(OUTBOUND_POOL);
+    first.add_service(
+        &service(
+            "default/web",
+            &[("Tcp", 80, 30080), ("Tcp", 443, 30443)],
+            "default-web",
+            "default-web-ipv6",
+        ),
+        false,
+    );
+    first.add_service(&dns_udp(&v4), false);
+    let mut first_internal = LbStructure::default();
+    first_internal.add_service(
+        &internal_service("default/api-internal", &[("Tcp", 443, 32443)], &v4, &v6),
+        true,
+    );
+    let mut second_structure = LbStructure::default();
+    second_structure.add_service(
+        &service(
+            "shop/checkout",
+            &[("Tcp", 8080, 31080)],
+            "shop-checkout",
+            "shop-checkout-ipv6",
+        ),
+        false,
+    );
+    let mut second_internal = LbStructure::default();
+    second_internal.add_service(
+        &internal_service("batch/queue-internal", &[("Tcp", 9000, 32000)], &v4, &v6),
+        true,
+    );
     cluster.load_balancers = vec![
         LoadBalancer {
             name: cluster.name.clone(),
             internal: false,
             pools: first_public,
+            structure: first,
         },
         LoadBalancer {
             name: format!("{}-internal", cluster.name),
             internal: true,
             pools: cluster_pools(&cluster.name, &primary_nodes),
+            structure: first_internal,
         },
         LoadBalancer {
             name: second.clone(),
             internal: false,
             pools: second_public,
+            structure: second_structure,
         },
         LoadBalancer {
             name: format!("{second}-internal"),
             internal: true,
             pools: cluster_pools(&cluster.name, &spot_nodes),
+            structure: second_internal,
         },
     ];
     let vmss_of = |pool: &str| {
@@ -730,6 +850,66 @@ mod tests {
             2
         );
         assert_eq!(cfg["loadBalancerBackendPoolConfigurationType"], "nodeIP");
+    }
+
+    #[test]
+    fn every_lb_is_aks_shaped_and_consistent() {
+        for name in PRESETS {
+            let c = preset(name).unwrap();
+            let mut unprobed = 0;
+            for lb in &c.load_balancers {
+                let s = &lb.structure;
+                let families: HashSet<_> = s.frontends.iter().map(|f| f.family).collect();
+                assert_eq!(
+                    families.len(),
+                    2,
+                    "{name} {} has v4 and v6 frontends",
+                    lb.name
+                );
+                assert!(s.frontends.iter().all(|f| matches!(
+                    (&f.address, lb.internal),
+                    (FrontendAddress::Private { .. }, true)
+                        | (FrontendAddress::Public { .. }, false)
+                )));
+                assert!(!s.rules.is_empty(), "{name} {}", lb.name);
+                for r in &s.rules {
+                    assert!(
+                        s.frontends.iter().any(|f| f.name == r.frontend),
+                        "{}",
+                        r.name
+                    );
+                    let pool = lb.pools.iter().find(|p| p.name == r.pool).unwrap();
+                    if let Some(p) = &r.probe {
+                        assert!(s.probes.iter().any(|x| &x.name == p), "{}", r.name);
+                    } else {
+                        unprobed += 1;
+                        assert!(
+                            !pool.members.is_empty(),
+                            "{name}: no-probe rule on an empty pool"
+                        );
+                    }
+                }
+                for o in &s.outbound_rules {
+                    assert_eq!(o.pool, "aksOutboundBackendPool");
+                    assert!(lb.pools.iter().any(|p| p.name == o.pool && p.outbound_only));
+                }
+            }
+            assert_eq!(unprobed, 1, "{name}: exactly one rule without a probe");
+            assert_eq!(
+                c.load_balancers[0].structure.outbound_rules.len(),
+                1,
+                "{name}: the public LB has aksOutboundRule"
+            );
+            assert_eq!(
+                c.load_balancers[0]
+                    .structure
+                    .rules_without_probe()
+                    .next()
+                    .unwrap()
+                    .protocol,
+                "Udp"
+            );
+        }
     }
 
     #[test]

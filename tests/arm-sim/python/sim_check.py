@@ -16,9 +16,6 @@ from azure.mgmt.network.models import (
     LoadBalancerBackendAddress,
 )
 
-API = "2024-03-01"
-
-
 def env(name):
     value = os.environ.get(name)
     if not value:
@@ -49,6 +46,8 @@ def main():
     token = credential.get_token("https://management.azure.com/.default")
     check(bool(token.token) and token.expires_on > 0, "ClientSecretCredential got a token from the simulator")
 
+    # No api_version anywhere: the SDK sends its default (2026-03-01 for 33.1.0), which the Rust
+    # test checks in the simulator's request log.
     client = NetworkManagementClient(
         credential,
         sub,
@@ -58,11 +57,11 @@ def main():
     )
     ops = client.load_balancer_backend_address_pools
 
-    pools = list(ops.list(rg, lb, api_version=API))
+    pools = list(ops.list(rg, lb))
     names = [p.name for p in pools]
     check(pool_name in names and len(pools) >= 2, f"list returned {len(pools)} pools across pages: {names}")
 
-    pool = ops.get(rg, lb, pool_name, api_version=API)
+    pool = ops.get(rg, lb, pool_name)
     entries = pool.load_balancer_backend_addresses or []
     check(len(entries) > 0 and pool.etag.startswith('W/"'), f"get {pool_name}: {len(entries)} entries, etag {pool.etag}")
     target = entries[0].name
@@ -70,20 +69,20 @@ def main():
 
     # Set the first entry Down and wait for the long-running operation.
     entries[0].admin_state = "Down"
-    poller = ops.begin_create_or_update(rg, lb, pool_name, pool, api_version=API, polling_interval=1)
+    poller = ops.begin_create_or_update(rg, lb, pool_name, pool, polling_interval=1)
     result = poller.result(timeout=60)
     check(poller.status() == "Succeeded", f"poller finished with status {poller.status()}")
     got = {e.name: e.admin_state for e in result.load_balancer_backend_addresses}
     check(got.get(target) == "Down", f"entry {target} is Down after the operation")
     check(result.provisioning_state == "Succeeded", "final GET shows provisioningState Succeeded")
 
-    again = ops.get(rg, lb, pool_name, api_version=API)
+    again = ops.get(rg, lb, pool_name)
     check(again.etag != old_etag, "etag changed after the write")
 
     # A PUT with the stale etag must fail with 412.
     try:
         ops.begin_create_or_update(
-            rg, lb, pool_name, again, api_version=API,
+            rg, lb, pool_name, again,
             headers={"If-Match": old_etag},
         ).result(timeout=30)
     except HttpResponseError as err:
@@ -97,7 +96,7 @@ def main():
         LoadBalancerBackendAddress(name="x", ip_address="10.0.0.1", admin_state="Drain"),
     ])
     try:
-        ops.begin_create_or_update(rg, lb, "python-bad", bad, api_version=API).result(timeout=30)
+        ops.begin_create_or_update(rg, lb, "python-bad", bad).result(timeout=30)
     except HttpResponseError as err:
         check(err.status_code == 400, f"adminState Drain rejected with {err.status_code}")
     else:

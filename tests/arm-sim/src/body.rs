@@ -288,6 +288,7 @@ pub fn lb_from_body(
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    crate::structure::normalize(&mut lb.props);
     Ok(lb)
 }
 

@@ -94,7 +94,13 @@ impl ArmError {
             "NoRegisteredProviderFound",
             format!(
                 "No registered resource provider found for location '{location}' and API version '{api_version}' for type '{rtype}'. The supported api-versions are '{}'. The supported locations are '{location}'.",
-                supported.join(", ")
+                // ARM lists the newest first.
+                supported
+                    .iter()
+                    .rev()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )
     }
@@ -230,6 +236,25 @@ impl ArmError {
             "An error occurred.",
         );
         e.details = Some(Vec::new());
+        e
+    }
+
+    /// Strict mode's refusal of a whole-LB PUT that changes the LB's structure.
+    pub fn structure_changed(lb_id: &str, changes: &[String]) -> Self {
+        let mut e = Self::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidRequestFormat",
+            format!(
+                "arm-sim strict mode refused this PUT of load balancer {lb_id}: it changes the load balancer's frontends, rules, probes, outbound rules, SKU or pool list, not only backend pool entries ({}). Send every one of them back exactly as GET returned it.",
+                changes.join("; ")
+            ),
+        );
+        e.details = Some(
+            changes
+                .iter()
+                .map(|c| json!({"code": "LoadBalancerStructureChanged", "message": c}))
+                .collect(),
+        );
         e
     }
 

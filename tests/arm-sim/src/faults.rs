@@ -56,18 +56,97 @@ pub struct Tuning {
     pub page_size: usize,
     /// Lifetime of issued tokens.
     pub token_lifetime_secs: u64,
+    /// Refuse (400) a whole-LB PUT that would change anything but backend pool entries: a
+    /// dropped, reordered or altered frontend, rule, probe, outbound rule, SKU or pool list
+    /// (see [`crate::structure`]). Off by default: ARM itself applies such a PUT (replace
+    /// semantics); the change is then only recorded in the structure log.
+    pub strict_lb_structure: bool,
 }
 
 impl Default for Tuning {
+    /// [`Cadence::Fast`] hints, 1 s operations, pages of 100.
     fn default() -> Self {
         Self {
             latency_ms: Latencies::default(),
             completion_delay_ms: 1000,
-            retry_after_secs: 1,
-            lock_retry_after_secs: 1,
+            retry_after_secs: Cadence::Fast.retry_after_secs(),
+            lock_retry_after_secs: Cadence::Fast.lock_retry_after_secs(),
             page_size: 100,
             token_lifetime_secs: 3599,
+            strict_lb_structure: false,
         }
+    }
+}
+
+/// How long the simulator tells clients to wait: the `Retry-After` of writes and running
+/// operation polls, and the retry hint of a lock conflict (429
+/// `RetryableErrorDueToAnotherOperation`, "The call can be retried in N seconds.").
+///
+/// - [`Cadence::Fast`] (the default): 1 s everywhere, so tests run quickly.
+/// - [`Cadence::Azure`]: 10 s everywhere, like NRP (a Standard LB child write answered with a
+///   ~10 s `Retry-After`, contracts/arm.md 1.5; lock conflicts "can be retried in 10 seconds"
+///   or more, 3.3). Clients that honour the hints then see real-world cadence.
+///
+/// The cadence only sets the hints; how long an operation really runs is
+/// [`Tuning::completion_delay_ms`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cadence {
+    #[default]
+    Fast,
+    Azure,
+}
+
+impl Cadence {
+    pub const NAMES: &[&str] = &["fast", "azure"];
+
+    /// `Retry-After` of writes and running polls, in seconds.
+    pub fn retry_after_secs(self) -> u64 {
+        match self {
+            Self::Fast => 1,
+            Self::Azure => 10,
+        }
+    }
+
+    /// The retry hint (message and `Retry-After`) of a lock conflict, in seconds.
+    pub fn lock_retry_after_secs(self) -> u64 {
+        match self {
+            Self::Fast => 1,
+            Self::Azure => 10,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fast => "fast",
+            Self::Azure => "azure",
+        }
+    }
+}
+
+/// An unknown cadence name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown cadence {0:?}; known: fast, azure")]
+pub struct UnknownCadence(pub String);
+
+impl std::str::FromStr for Cadence {
+    type Err = UnknownCadence;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "fast" => Ok(Self::Fast),
+            "azure" => Ok(Self::Azure),
+            _ => Err(UnknownCadence(s.to_owned())),
+        }
+    }
+}
+
+impl Tuning {
+    /// This tuning with the retry hints of `cadence` (other knobs unchanged).
+    pub fn with_cadence(mut self, cadence: Cadence) -> Self {
+        self.retry_after_secs = cadence.retry_after_secs();
+        self.lock_retry_after_secs = cadence.lock_retry_after_secs();
+        self
     }
 }
 
@@ -195,5 +274,21 @@ mod tests {
             f.next(now + std::time::Duration::from_secs(2)),
             Injected::None
         );
+    }
+
+    #[test]
+    fn cadence_presets_set_the_retry_hints_only() {
+        let azure = Tuning::default().with_cadence("Azure".parse().unwrap());
+        assert_eq!(
+            (azure.retry_after_secs, azure.lock_retry_after_secs),
+            (10, 10)
+        );
+        assert_eq!(
+            azure.completion_delay_ms,
+            Tuning::default().completion_delay_ms
+        );
+        let fast = azure.with_cadence(Cadence::Fast);
+        assert_eq!(fast, Tuning::default());
+        assert!("slow".parse::<Cadence>().is_err());
     }
 }

@@ -13,7 +13,8 @@
 //! ## Modelled
 //! - Backend pools (GET / PUT / DELETE / LIST with `nextLink` paging), load balancers (GET with
 //!   pools embedded, whole-LB PUT), LIST NICs of a resource group, async-operation and
-//!   operationResults URLs; api-version `2024-03-01` (configurable list).
+//!   operationResults URLs; every stable api-version from 2022-01-01 to 2026-03-01
+//!   ([`API_VERSIONS`], configurable), others refused like ARM (400 `NoRegisteredProviderFound`).
 //! - NIC-based pools (`backendIPConfigurations` + NIC-style `loadBalancerBackendAddresses` with
 //!   GUID names) and IP-based pools (`ipAddress` entries, pool-level `virtualNetwork`);
 //!   `adminState` `None|Up|Down`; readOnly handling documented in [`body`].
@@ -28,8 +29,12 @@
 //! - Observation and control under `/_sim/...`: request log, effective log, pool snapshots,
 //!   faults, tuning, outside writer.
 //!
+//! - Load-balancer structure ([`structure`]): frontends, rules, probes, NAT and outbound rules
+//!   kept as written, rendered with ids, etags and ARM's back-references; a fingerprint and
+//!   structure log detect whole-LB PUTs that change them; strict mode refuses those.
+//!
 //! ## Not modelled (yet)
-//! - Other resource types (public IPs, rules, probes are opaque JSON kept verbatim), VMSS and VM
+//! - Other resource types (public IPs are only referenced), rule semantics (no traffic), VMSS and VM
 //!   APIs (seeded scale sets are stored but not served), NIC writes.
 //! - Tenant-level buckets and the Microsoft.Network per-5-minute limits; throttling of AAD.
 //! - Real JWTs (tokens are opaque), certificate credentials, user-assigned managed identities
@@ -47,9 +52,11 @@ pub mod routes;
 pub mod seed;
 pub mod server;
 pub mod store;
+pub mod structure;
 pub mod throttle;
 mod tls;
 
+pub use crate::faults::Cadence;
 use crate::faults::{FaultSpec, Faults, Tuning};
 use crate::lro::{EffectiveEvent, Operations};
 use crate::model::AdminState;
@@ -63,6 +70,39 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use crate::server::StartError;
+
+/// The Microsoft.Network stable api-versions the simulator serves by default, oldest first:
+/// every one from 2022-01-01 (where `adminState` first appears) to the newest the official SDKs
+/// send. Sources: the folders `specification/network/resource-manager/Microsoft.Network/stable/`
+/// of Azure/azure-rest-api-specs (2022-01-01 .. 2025-07-01) and the defaults of azure-mgmt-network
+/// 29.0 (2024-07-01), 30.0 (2024-10-01), 31.0 (2025-07-01), 32.0 (2025-09-01), 33.0 (2026-01-01)
+/// and 33.1 (2026-03-01). Every version gets the same shapes (the load-balancer and pool schemas
+/// did not change in ways the simulator renders; `Drain` is refused in all of them).
+pub const API_VERSIONS: &[&str] = &[
+    "2022-01-01",
+    "2022-05-01",
+    "2022-07-01",
+    "2022-09-01",
+    "2022-11-01",
+    "2023-02-01",
+    "2023-04-01",
+    "2023-05-01",
+    "2023-06-01",
+    "2023-09-01",
+    "2023-11-01",
+    "2024-01-01",
+    "2024-03-01",
+    "2024-05-01",
+    "2024-07-01",
+    "2024-10-01",
+    "2025-01-01",
+    "2025-03-01",
+    "2025-05-01",
+    "2025-07-01",
+    "2025-09-01",
+    "2026-01-01",
+    "2026-03-01",
+];
 
 /// Options of [`ArmSim::start`].
 #[derive(Debug, Clone)]
@@ -92,7 +132,7 @@ impl Default for ArmSimOptions {
             tls: false,
             limits: Limits::default(),
             tuning: Tuning::default(),
-            api_versions: vec!["2024-03-01".into()],
+            api_versions: API_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
             federated_token: "cutover-sim-federated-token".into(),
             identity_header: "cutover-sim-identity-header".into(),
             managed_identity_client_id: "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e".into(),
@@ -107,6 +147,13 @@ impl ArmSimOptions {
             seed: Seed::preset(name, None)?,
             ..Self::default()
         })
+    }
+
+    /// These options with the retry hints of a cadence preset (see [`Cadence`]); the default
+    /// tuning is [`Cadence::Fast`].
+    pub fn with_cadence(mut self, cadence: Cadence) -> Self {
+        self.tuning = self.tuning.with_cadence(cadence);
+        self
     }
 }
 
@@ -136,6 +183,7 @@ pub(crate) struct State {
     pub faults: Faults,
     pub tuning: Tuning,
     pub requests: Vec<RequestRecord>,
+    pub structure_log: Vec<structure::StructureChange>,
 }
 
 /// Immutable configuration plus the state.
@@ -280,6 +328,17 @@ impl ArmSim {
         routes::control::snapshot(&self.shared.state.lock(), lb, pool)
     }
 
+    /// An operation's start and end times and wire body, if known.
+    pub fn operation_record(&self, op_id: &str) -> Option<lro::OperationRecord> {
+        self.shared
+            .state
+            .lock()
+            .ops
+            .ops
+            .get(op_id)
+            .map(lro::Operation::record)
+    }
+
     /// The async-operation body of an operation, if known.
     pub fn operation(&self, op_id: &str) -> Option<Value> {
         self.shared
@@ -308,6 +367,34 @@ impl ArmSim {
     /// Replaces the tuning (latencies, completion delay, Retry-After, page size, token lifetime).
     pub fn set_tuning(&self, tuning: Tuning) {
         self.shared.state.lock().tuning = tuning;
+    }
+
+    /// Switches the retry hints to a cadence preset (other tuning unchanged).
+    pub fn set_cadence(&self, cadence: Cadence) {
+        let mut st = self.shared.state.lock();
+        st.tuning = st.tuning.clone().with_cadence(cadence);
+    }
+
+    /// Turns strict mode on or off: a whole-LB PUT that changes anything but pool entries gets
+    /// 400 (see [`Tuning::strict_lb_structure`]).
+    pub fn set_strict_lb_structure(&self, strict: bool) {
+        self.shared.state.lock().tuning.strict_lb_structure = strict;
+    }
+
+    /// The fingerprint of a load balancer's non-pool structure (frontends, rules, probes, NAT
+    /// and outbound rules, SKU, pool names; not pool members), looked up by name.
+    pub fn lb_fingerprint(&self, lb: &str) -> Option<String> {
+        let st = self.shared.state.lock();
+        let key = st.store.find_lb(lb)?;
+        st.store
+            .lb(&key.sub, &key.rg, &key.lb)
+            .ok()
+            .map(model::LoadBalancer::fingerprint)
+    }
+
+    /// Every write that changed a load balancer's structure, in order.
+    pub fn structure_log(&self) -> Vec<structure::StructureChange> {
+        self.shared.state.lock().structure_log.clone()
     }
 
     /// Replaces the throttling limits (buckets refill to full).

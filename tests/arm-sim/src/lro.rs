@@ -57,25 +57,49 @@ pub struct Operation {
 }
 
 impl Operation {
-    /// The async-operation body (`{"status": ..., "error"?: ...}`).
+    /// The async-operation body exactly as recorded NRP traffic shows it: `{"status":"InProgress"}`
+    /// and `{"status":"Succeeded"}` (22 bytes) with nothing else; `Failed` and `Canceled` add the
+    /// `error` (contracts/arm.md 1.5). Times are in [`Operation::record`], not on the wire.
     pub fn body(&self) -> Value {
-        let mut body = match &self.status {
+        match &self.status {
             OpStatus::InProgress => json!({ "status": "InProgress" }),
             OpStatus::Succeeded => json!({ "status": "Succeeded" }),
             OpStatus::Failed { error } => json!({ "status": "Failed", "error": error }),
             OpStatus::Canceled { error } => json!({ "status": "Canceled", "error": error }),
-        };
-        body["name"] = json!(self.id);
-        body["startTime"] = json!(self.start.to_string());
-        if let Some(end) = self.end {
-            body["endTime"] = json!(end.to_string());
         }
-        body
+    }
+
+    /// What the simulator knows about the operation (control API / library, not ARM).
+    pub fn record(&self) -> OperationRecord {
+        OperationRecord {
+            id: self.id.clone(),
+            lb: self.lb.lb.clone(),
+            name: self.kind.op_name().to_owned(),
+            status: self.body(),
+            start_time: self.start,
+            end_time: self.end,
+        }
     }
 
     pub fn running(&self) -> bool {
         self.status == OpStatus::InProgress
     }
+}
+
+/// An operation as the control API reports it: the wire body plus when it started and ended
+/// (`endTime` is the instant the LB's `provisioningState` left `Updating` and the admin states
+/// became effective; the effective log carries the same instant).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationRecord {
+    pub id: String,
+    pub lb: String,
+    /// NRP's operation name, e.g. `PutLoadBalancerBackendAddressPoolOperation`.
+    pub name: String,
+    /// The async-operation body ([`Operation::body`]).
+    pub status: Value,
+    pub start_time: jiff::Timestamp,
+    pub end_time: Option<jiff::Timestamp>,
 }
 
 /// One admin-state change that became effective.

@@ -2,7 +2,7 @@
 //! subscription, tenant and the service principal the token endpoint accepts.
 
 use anyhow::Context;
-use arm_sim::{ArmSim, ArmSimOptions, seed::Seed};
+use arm_sim::{ArmSim, ArmSimOptions, Cadence, seed::Seed};
 use clap::Parser;
 use std::io::Write;
 
@@ -32,9 +32,20 @@ struct Args {
     /// How long write operations stay InProgress, in milliseconds.
     #[arg(long, env = "ARM_SIM_COMPLETION_DELAY_MS", default_value_t = 1000)]
     completion_delay_ms: u64,
-    /// Retry-After (seconds) on writes and running polls.
-    #[arg(long, env = "ARM_SIM_RETRY_AFTER_SECS", default_value_t = 1)]
-    retry_after_secs: u64,
+    /// Retry hints: `fast` (1 s) or `azure` (NRP-like: Retry-After 10 s on writes and running
+    /// polls, lock conflicts "can be retried in 10 seconds").
+    #[arg(long, env = "ARM_SIM_CADENCE", default_value = "fast")]
+    cadence: Cadence,
+    /// Retry-After (seconds) on writes and running polls; overrides the cadence.
+    #[arg(long, env = "ARM_SIM_RETRY_AFTER_SECS")]
+    retry_after_secs: Option<u64>,
+    /// Retry hint (seconds) of a lock conflict; overrides the cadence.
+    #[arg(long, env = "ARM_SIM_LOCK_RETRY_AFTER_SECS")]
+    lock_retry_after_secs: Option<u64>,
+    /// Refuse (400) a whole-LB PUT that changes anything but backend pool entries (a dropped,
+    /// reordered or altered frontend, rule, probe or outbound rule).
+    #[arg(long, env = "ARM_SIM_STRICT_LB_STRUCTURE")]
+    strict_lb_structure: bool,
     /// LIST page size.
     #[arg(long, env = "ARM_SIM_PAGE_SIZE", default_value_t = 100)]
     page_size: usize,
@@ -66,10 +77,17 @@ async fn main() -> anyhow::Result<()> {
         seed,
         tls: args.tls,
         ..ArmSimOptions::default()
-    };
+    }
+    .with_cadence(args.cadence);
     options.tuning.completion_delay_ms = args.completion_delay_ms;
-    options.tuning.retry_after_secs = args.retry_after_secs;
+    if let Some(secs) = args.retry_after_secs {
+        options.tuning.retry_after_secs = secs;
+    }
+    if let Some(secs) = args.lock_retry_after_secs {
+        options.tuning.lock_retry_after_secs = secs;
+    }
     options.tuning.page_size = args.page_size;
+    options.tuning.strict_lb_structure = args.strict_lb_structure;
     options.tuning.token_lifetime_secs = args.token_lifetime_secs;
     let sim = ArmSim::start(options).await.context("start")?;
     if let (Some(pem), Some(path)) = (sim.ca_pem(), &args.ca_out) {

@@ -1,9 +1,9 @@
 //! The simulated Microsoft.Network resources (load balancers, backend pools and their entries,
 //! NICs) and their JSON rendering in the shape NRP returns for api-version 2024-03-01.
 //!
-//! Properties the simulator does not interpret (frontend IP configurations, rules, probes, pool
-//! `loadBalancingRules`, ...) are kept verbatim as JSON so that whatever a seed or a whole-LB PUT
-//! carried comes back on GET.
+//! Frontend IP configurations, rules and probes are kept as JSON in the form their writer sent
+//! (see [`crate::structure`] for what is computed on the way out), so that whatever a seed or a
+//! whole-LB PUT carried comes back on GET.
 
 use serde_json::{Map, Value, json};
 
@@ -173,10 +173,22 @@ impl Pool {
         self.addresses.iter().find(|a| a.name == name)
     }
 
-    /// The pool as NRP renders it. Every child carries the load balancer's etag.
-    pub fn render(&self, scope: Scope<'_>, etag: &str) -> Value {
+    /// The pool as NRP renders it. Every child carries the load balancer's etag. `back_refs`
+    /// (derived from the LB's rules) replace any stored back-references.
+    pub fn render(
+        &self,
+        scope: Scope<'_>,
+        etag: &str,
+        back_refs: Option<&Map<String, Value>>,
+    ) -> Value {
         let pool_id = scope.pool_id(&self.name);
         let mut props = self.props.clone();
+        if let Some(refs) = back_refs {
+            for k in crate::structure::POOL_BACK_REFS {
+                props.remove(*k);
+            }
+            props.extend(refs.clone());
+        }
         props.insert("provisioningState".into(), json!(self.provisioning_state));
         if !self.addresses.is_empty() || !self.nic_based {
             let addrs: Vec<Value> = self
@@ -279,6 +291,30 @@ impl LoadBalancer {
             .find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
+    /// A pool of this LB as NRP renders it, with back-references derived from the LB's rules
+    /// (seeded back-references are kept when the LB has no rules at all).
+    pub fn render_pool(&self, pool: &Pool, scope: Scope<'_>) -> Value {
+        let refs = crate::structure::has_rules(&self.props)
+            .then(|| crate::structure::pool_refs(&self.props, &scope.lb_id(), &pool.name));
+        pool.render(scope, &self.etag, refs.as_ref())
+    }
+
+    /// The fingerprint of everything but pool membership ([`crate::structure::fingerprint`]).
+    pub fn fingerprint(&self) -> String {
+        let names: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+        crate::structure::fingerprint(&self.props, &self.sku, &names)
+    }
+
+    /// What differs structurally between `self` and `after` ([`crate::structure::changes`]).
+    pub fn structure_changes(&self, after: &LoadBalancer) -> Vec<String> {
+        let before: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+        let now: Vec<&str> = after.pools.iter().map(|p| p.name.as_str()).collect();
+        crate::structure::changes(
+            (&self.props, &self.sku, &before),
+            (&after.props, &after.sku, &now),
+        )
+    }
+
     pub fn render(&self, sub: &str, rg: &str) -> Value {
         let scope = Scope {
             sub,
@@ -286,24 +322,20 @@ impl LoadBalancer {
             lb: &self.name,
         };
         let mut props = self.props.clone();
-        // Children (frontends, rules, probes) share the LB's etag, as in real output.
-        for v in props.values_mut() {
-            if let Value::Array(items) = v {
-                for item in items.iter_mut() {
-                    if let Some(obj) = item.as_object_mut()
-                        && obj.contains_key("etag")
-                    {
-                        obj.insert("etag".into(), json!(self.etag));
-                    }
-                }
-            }
-        }
+        // Children (frontends, rules, probes) carry ids, the LB's etag and provisioning state,
+        // and back-references, as in real output.
+        props.extend(crate::structure::render(
+            &self.props,
+            &scope.lb_id(),
+            &self.etag,
+            &self.provisioning_state,
+        ));
         props.insert("provisioningState".into(), json!(self.provisioning_state));
         props.insert("resourceGuid".into(), json!(self.resource_guid));
         let pools: Vec<Value> = self
             .pools
             .iter()
-            .map(|p| p.render(scope, &self.etag))
+            .map(|p| self.render_pool(p, scope))
             .collect();
         props.insert("backendAddressPools".into(), Value::Array(pools));
         let mut out = json!({

@@ -233,6 +233,7 @@ fn build_rg(g: &SeedResourceGroup) -> Result<ResourceGroup, SeedError> {
         }
         lb.tags = l.tags.clone();
         lb.props = l.properties.clone().unwrap_or_default();
+        crate::structure::normalize(&mut lb.props);
         for p in &l.backend_pools {
             lb.pools.push(build_pool(&l.name, p)?);
         }
@@ -359,6 +360,8 @@ pub fn from_cluster(c: &aks_fixture::Cluster) -> Seed {
                 .collect(),
         })
         .collect();
+    let by_name: std::collections::HashMap<&str, &aks_fixture::Node> =
+        c.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let lbs = c
         .load_balancers
         .iter()
@@ -368,22 +371,10 @@ pub fn from_cluster(c: &aks_fixture::Cluster) -> Seed {
                 .pools
                 .iter()
                 .map(|p| {
-                    let members = p.members.iter().filter_map(|m| c.node(m));
-                    let mut extra = Map::new();
-                    let rule_key = if p.outbound_only {
-                        "outboundRules"
-                    } else {
-                        "loadBalancingRules"
-                    };
-                    let rule = if p.outbound_only {
-                        "outboundRules/aksOutboundRule"
-                    } else {
-                        "loadBalancingRules/rule-80"
-                    };
-                    extra.insert(
-                        rule_key.into(),
-                        json!([{ "id": format!("{lb_id}/{rule}-{}", p.name) }]),
-                    );
+                    let members = p.members.iter().filter_map(|m| by_name.get(m.as_str()));
+                    // Back-references (loadBalancingRules, outboundRules) are derived from the
+                    // LB's rules when rendered.
+                    let extra = Map::new();
                     match c.backend_pool_type {
                         PoolType::NodeIpConfiguration => SeedPool {
                             name: p.name.clone(),
@@ -417,7 +408,7 @@ pub fn from_cluster(c: &aks_fixture::Cluster) -> Seed {
                 location: Some(c.location.clone()),
                 sku: Some(json!({ "name": "Standard", "tier": "Regional" })),
                 tags: None,
-                properties: None,
+                properties: Some(structure_props(c, &lb_id, &lb.structure)),
                 backend_pools,
             }
         })
@@ -460,6 +451,105 @@ pub fn from_cluster(c: &aks_fixture::Cluster) -> Seed {
             resource_groups: rgs,
         }],
     }
+}
+
+/// An `aks-fixture` LB structure as the writable LB properties cloud-provider-azure PUTs
+/// (frontends, rules, probes, outbound rules; NAT rules and pools empty).
+fn structure_props(
+    c: &aks_fixture::Cluster,
+    lb_id: &str,
+    s: &aks_fixture::LbStructure,
+) -> Map<String, Value> {
+    use aks_fixture::{FrontendAddress, IpFamily};
+    let sub = |kind: &str, name: &str| json!({ "id": format!("{lb_id}/{kind}/{name}") });
+    let frontends: Vec<Value> = s
+        .frontends
+        .iter()
+        .map(|f| {
+            let version = match f.family {
+                IpFamily::V4 => "IPv4",
+                IpFamily::V6 => "IPv6",
+            };
+            let props = match &f.address {
+                FrontendAddress::Public { public_ip_name } => json!({
+                    "privateIPAllocationMethod": "Dynamic",
+                    "publicIPAddress": { "id": format!(
+                        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/publicIPAddresses/{public_ip_name}",
+                        c.subscription_id, c.resource_group
+                    ) },
+                }),
+                FrontendAddress::Private { ip } => json!({
+                    "privateIPAddress": ip,
+                    "privateIPAllocationMethod": "Dynamic",
+                    "privateIPAddressVersion": version,
+                    "subnet": { "id": c.vnet.subnet_id(&c.subscription_id) },
+                }),
+            };
+            json!({ "name": f.name, "properties": props })
+        })
+        .collect();
+    let rules: Vec<Value> = s
+        .rules
+        .iter()
+        .map(|r| {
+            let mut props = json!({
+                "frontendIPConfiguration": sub("frontendIPConfigurations", &r.frontend),
+                "backendAddressPool": sub("backendAddressPools", &r.pool),
+                "backendAddressPools": [sub("backendAddressPools", &r.pool)],
+                "protocol": r.protocol,
+                "loadDistribution": "Default",
+                "frontendPort": r.frontend_port,
+                "backendPort": r.backend_port,
+                "idleTimeoutInMinutes": 4,
+                "enableFloatingIP": true,
+                "enableTcpReset": r.protocol == "Tcp",
+                "disableOutboundSnat": true,
+            });
+            if let Some(probe) = &r.probe {
+                props["probe"] = sub("probes", probe);
+            }
+            json!({ "name": r.name, "properties": props })
+        })
+        .collect();
+    let probes: Vec<Value> = s
+        .probes
+        .iter()
+        .map(|p| {
+            let mut props = json!({
+                "protocol": p.protocol,
+                "port": p.port,
+                "intervalInSeconds": 5,
+                "numberOfProbes": 2,
+                "probeThreshold": 1,
+            });
+            if let Some(path) = &p.request_path {
+                props["requestPath"] = json!(path);
+            }
+            json!({ "name": p.name, "properties": props })
+        })
+        .collect();
+    let outbound: Vec<Value> = s
+        .outbound_rules
+        .iter()
+        .map(|o| {
+            json!({ "name": o.name, "properties": {
+                "allocatedOutboundPorts": 0,
+                "protocol": "All",
+                "enableTcpReset": true,
+                "idleTimeoutInMinutes": 30,
+                "backendAddressPool": sub("backendAddressPools", &o.pool),
+                "frontendIPConfigurations": o.frontends.iter().map(|f| sub("frontendIPConfigurations", f)).collect::<Vec<_>>(),
+            }})
+        })
+        .collect();
+    let mut props = Map::new();
+    props.insert("frontendIPConfigurations".into(), Value::Array(frontends));
+    props.insert("loadBalancingRules".into(), Value::Array(rules));
+    props.insert("probes".into(), Value::Array(probes));
+    props.insert("inboundNatRules".into(), json!([]));
+    props.insert("inboundNatPools".into(), json!([]));
+    props.insert("outboundRules".into(), Value::Array(outbound));
+    props
 }
 
 #[cfg(test)]

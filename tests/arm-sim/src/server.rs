@@ -67,6 +67,7 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
             faults: Default::default(),
             tuning: options.tuning.clone(),
             requests: Vec::new(),
+            structure_log: Vec::new(),
         }),
     });
     let (tx, rx) = tokio::sync::oneshot::channel();

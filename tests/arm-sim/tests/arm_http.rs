@@ -824,3 +824,149 @@ async fn identity_endpoints_answer_like_aad_and_msi() {
         json!(format!("{}{url}", sim.url()))
     );
 }
+
+fn op_id_of(url: &str) -> String {
+    let path = url.split('?').next().unwrap();
+    path.rsplit('/').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn lb_and_written_pool_read_updating_until_the_exact_end_of_the_operation() {
+    let sim = start("aks-ip").await;
+    let mut tuning = sim.tuning();
+    tuning.completion_delay_ms = 3_600_000;
+    sim.set_tuning(tuning.clone());
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let lb = lb_path(&sim, "kubernetes");
+    let path = pool_path(&sim, "kubernetes", "kubernetes");
+    let pool_state = |lb_body: &Value, name: &str| {
+        lb_body["properties"]["backendAddressPools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["properties"]["provisioningState"]
+            .clone()
+    };
+
+    let body = with_first_admin_state(raw.get(&path, &tok).await.body, "Down");
+    let put = raw.put(&path, &tok, &body, None).await;
+    let op_url = put.header("azure-asyncoperation").unwrap().to_owned();
+    let running = raw.get(&lb, &tok).await.body;
+    assert_eq!(running["properties"]["provisioningState"], "Updating");
+    assert_eq!(pool_state(&running, "kubernetes"), "Updating");
+    assert_eq!(
+        raw.get(&path, &tok).await.body["properties"]["provisioningState"],
+        "Updating"
+    );
+    let poll = raw.get(&op_url, &tok).await;
+    assert_eq!(poll.raw.as_ref(), br#"{"status":"InProgress"}"#);
+
+    assert_eq!(sim.complete_operations(), 1);
+    // No poll needed: the very next read of the LB shows the end.
+    let done = raw.get(&lb, &tok).await.body;
+    assert_eq!(done["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(pool_state(&done, "kubernetes"), "Succeeded");
+    let poll = raw.get(&op_url, &tok).await;
+    assert_eq!(
+        poll.raw.as_ref(),
+        br#"{"status":"Succeeded"}"#,
+        "recorded NRP body"
+    );
+    let record = sim.operation_record(&op_id_of(&op_url)).unwrap();
+    let log = sim.effective_log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(Some(log[0].time), record.end_time, "effective at the end");
+
+    // Timer-driven completion: polling the LB (every 50 ms), the first `Succeeded` read comes
+    // right after the recorded end, never before it.
+    tuning.completion_delay_ms = 300;
+    sim.set_tuning(tuning);
+    let body = with_first_admin_state(raw.get(&path, &tok).await.body, "None");
+    let put = raw.put(&path, &tok, &body, None).await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    let op_id = op_id_of(put.header("azure-asyncoperation").unwrap());
+    let seen = wait_for(|| async {
+        let state = raw.get(&lb, &tok).await.body["properties"]["provisioningState"].clone();
+        (state == "Succeeded").then(jiff::Timestamp::now)
+    })
+    .await;
+    let record = sim.operation_record(&op_id).unwrap();
+    let end = record.end_time.unwrap();
+    assert_eq!(record.status, json!({"status": "Succeeded"}));
+    assert!(end <= seen, "read Succeeded at {seen} before the end {end}");
+    assert!(
+        end.duration_since(record.start_time).as_millis() >= 300,
+        "{record:?}"
+    );
+    let log = sim.effective_log();
+    assert_eq!((log.len(), log[1].time), (2, end));
+}
+
+#[tokio::test]
+async fn every_api_version_since_2022_serves_the_same_shapes_and_others_are_refused_like_arm() {
+    let sim = start("aks-ip").await;
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let lb = lb_path(&sim, "kubernetes");
+    let pool = pool_path(&sim, "kubernetes", "kubernetes");
+    let strip = |mut v: Value| {
+        v["etag"] = Value::Null;
+        v
+    };
+    let reference = strip(raw.get(&format!("{lb}?{API}"), &tok).await.body);
+    assert_eq!(arm_sim::API_VERSIONS.first(), Some(&"2022-01-01"));
+    assert_eq!(arm_sim::API_VERSIONS.last(), Some(&"2026-03-01"));
+    for v in arm_sim::API_VERSIONS {
+        let got = raw.get(&format!("{lb}?api-version={v}"), &tok).await;
+        assert_eq!(got.status, 200, "{v}: {:?}", got.body);
+        assert_eq!(strip(got.body), reference, "{v}");
+    }
+    // A write under the newest version: its operation URL carries that version.
+    let body = raw
+        .get(&format!("{pool}?api-version=2026-03-01"), &tok)
+        .await
+        .body;
+    let auth = format!("Bearer {tok}");
+    let put = raw
+        .send(
+            "PUT",
+            &format!("{pool}?api-version=2026-03-01"),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            Some(serde_json::to_vec(&with_first_admin_state(body, "Down")).unwrap()),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    let op = put.header("azure-asyncoperation").unwrap();
+    assert!(op.ends_with("?api-version=2026-03-01"), "{op}");
+    assert_eq!(raw.wait_op(op, &tok).await, json!({"status": "Succeeded"}));
+
+    for v in [
+        "2021-08-01",
+        "2024-03-01-preview",
+        "2026-05-01",
+        "2099-01-01",
+    ] {
+        let r = raw.get(&format!("{pool}?api-version={v}"), &tok).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "NoRegisteredProviderFound"),
+            "{v}"
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "No registered resource provider found for location 'eastus' and API version '{v}' for type 'loadBalancers/backendAddressPools'. The supported api-versions are '2026-03-01, 2026-01-01, 2025-09-01,"
+            )),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("2022-01-01'. The supported locations are 'eastus'."),
+            "{message}"
+        );
+    }
+}

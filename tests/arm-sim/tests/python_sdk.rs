@@ -1,5 +1,5 @@
 //! Second, independent client: the official Azure SDK for Python (azure-identity +
-//! azure-mgmt-network, versions pinned in python/requirements.txt) drives the simulator over
+//! azure-mgmt-network with its default api-version, versions pinned in python/requirements.txt) drives the simulator over
 //! TLS (azure-core refuses bearer tokens over http). `tests/run.sh` creates the venv and exports
 //! `CUTOVER_PYTHON`; without it this test fails and says how to fix that.
 #![allow(clippy::unwrap_used)] // tests may unwrap (helpers outside #[test] fns too)
@@ -62,6 +62,15 @@ async fn python_azure_sdk_drives_the_simulator() {
             .any(|r| r.path.contains("/operations/") && r.status == 200)
     );
     assert!(reqs.iter().any(|r| r.method == "PUT" && r.status == 412));
+    // The SDK's default api-version (azure-mgmt-network 33.1.0), on every ARM call it made.
+    let arm: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.path.starts_with("/subscriptions/"))
+        .collect();
+    assert!(!arm.is_empty());
+    for r in arm {
+        assert!(r.path.contains("api-version=2026-03-01"), "{}", r.path);
+    }
     let log = sim.effective_log();
     assert_eq!(log.len(), 1, "{log:?}");
     assert_eq!(log[0].value, arm_sim::model::AdminState::Down);

@@ -13,7 +13,14 @@ use http::{Method, request::Parts};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// The api-version used when a request carries none (only for URLs the simulator builds).
 pub(super) const API_VERSION: &str = "2024-03-01";
+
+/// The request's api-version (validated by the front door), echoed in the URLs ARM builds for
+/// it (`Azure-AsyncOperation`, `Location`, `nextLink`), as NRP does.
+pub(super) fn api_version(parts: &Parts) -> String {
+    query_param(&parts.uri, "api-version").unwrap_or_else(|| API_VERSION.into())
+}
 
 fn latency_kind(method: &Method, path: &Result<ArmPath, PathError>) -> Kind {
     match (method, path) {
@@ -234,7 +241,7 @@ fn dispatch(
         (ArmPath::Lb { sub, rg, lb }, &Method::PUT) => put_lb(shared, parts, body, sub, rg, lb),
         (ArmPath::NicList { sub, rg }, &Method::GET) => list_nics(shared, parts, sub, rg),
         (ArmPath::OpStatus { id, .. }, &Method::GET) => op_status(shared, id),
-        (ArmPath::OpResult { id, .. }, &Method::GET) => op_result(shared, id),
+        (ArmPath::OpResult { id, .. }, &Method::GET) => op_result(shared, parts, id),
         (_, m) => Err(ArmError::method_not_allowed(m.as_str())),
     }
 }

@@ -5,11 +5,15 @@
 //! | `GET /_sim/requests` | request log (JSON array of [`crate::RequestRecord`]) |
 //! | `GET /_sim/effective` | effective admin-state log ([`crate::lro::EffectiveEvent`]) |
 //! | `GET /_sim/pools/{lb}/{pool}` | pool snapshot ([`crate::PoolSnapshot`]) |
-//! | `GET /_sim/operations/{id}` | async-operation body |
+//! | `GET /_sim/operations/{id}` | [`crate::lro::OperationRecord`]: wire body, start and end time |
 //! | `GET`/`PUT /_sim/tuning` | [`crate::faults::Tuning`] |
+//! | `PUT /_sim/cadence` | `{"cadence":"azure"\|"fast"}`: retry hints of a [`crate::Cadence`] preset |
 //! | `PUT /_sim/limits` | [`crate::throttle::Limits`] |
 //! | `POST /_sim/faults` | [`crate::faults::FaultSpec`] |
 //! | `POST /_sim/outside-write` | `{"lb","pool","entry","adminState"}` (null removes) |
+//! | `GET /_sim/structure/{lb}` | `{"lb","fingerprint","changes":[...]}`: the LB's structure fingerprint and its structure-log entries |
+//! | `GET /_sim/structure-log` | every [`crate::structure::StructureChange`] |
+//! | `PUT /_sim/strict` | `{"strictLbStructure":bool}`: strict mode on/off |
 //! | `POST /_sim/complete-operations` | completes every running operation now |
 //! | `POST /_sim/expire-tokens` | expires every issued token |
 
@@ -66,6 +70,18 @@ struct OutsideWrite {
     admin_state: Option<AdminState>,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CadenceBody {
+    cadence: crate::Cadence,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StrictBody {
+    strict_lb_structure: bool,
+}
+
 /// A pool snapshot by LB name (any resource group).
 pub(crate) fn snapshot(st: &State, lb: &str, pool: &str) -> Option<PoolSnapshot> {
     let key = st.store.find_lb(lb)?;
@@ -112,15 +128,51 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
                 ),
             },
             (&Method::GET, ["operations", id]) => match st.ops.ops.get(*id) {
-                Some(op) => json(StatusCode::OK, &op.body()),
+                Some(op) => to_json(&op.record()),
                 None => json(
                     StatusCode::NOT_FOUND,
                     &j!({ "error": { "code": "NotFound", "message": "no such operation" } }),
                 ),
             },
+            (&Method::GET, ["structure", lb]) => {
+                let found = st.store.find_lb(lb).and_then(|k| {
+                    st.store
+                        .lb(&k.sub, &k.rg, &k.lb)
+                        .ok()
+                        .map(|l| (l.name.clone(), l.fingerprint()))
+                });
+                match found {
+                    Some((name, fingerprint)) => {
+                        let changes: Vec<_> = st
+                            .structure_log
+                            .iter()
+                            .filter(|c| c.lb.eq_ignore_ascii_case(&name))
+                            .collect();
+                        json(
+                            StatusCode::OK,
+                            &j!({ "lb": name, "fingerprint": fingerprint, "changes": changes }),
+                        )
+                    }
+                    None => json(
+                        StatusCode::NOT_FOUND,
+                        &j!({ "error": { "code": "NotFound", "message": format!("no load balancer {lb}") } }),
+                    ),
+                }
+            }
+            (&Method::GET, ["structure-log"]) => to_json(&st.structure_log),
+            (&Method::PUT, ["strict"]) => {
+                let b = parse::<StrictBody>(body)?;
+                st.tuning.strict_lb_structure = b.strict_lb_structure;
+                to_json(&st.tuning)
+            }
             (&Method::GET, ["tuning"]) => to_json(&st.tuning),
             (&Method::PUT, ["tuning"]) => {
                 st.tuning = parse::<Tuning>(body)?;
+                to_json(&st.tuning)
+            }
+            (&Method::PUT, ["cadence"]) => {
+                let c = parse::<CadenceBody>(body)?;
+                st.tuning = st.tuning.clone().with_cadence(c.cadence);
                 to_json(&st.tuning)
             }
             (&Method::PUT, ["limits"]) => {

@@ -9,7 +9,7 @@ use crate::model::Scope;
 use http::{StatusCode, request::Parts};
 use serde_json::{Value, json as j};
 
-use super::arm::API_VERSION;
+use super::arm::api_version;
 use super::writes::async_url;
 
 pub(super) fn with_etag(mut resp: Resp, etag: &str) -> Resp {
@@ -36,7 +36,7 @@ pub(super) fn get_pool(
         .pool(pool)
         .ok_or_else(|| ArmError::child_not_found(&scope.pool_id(pool)))?;
     Ok(with_etag(
-        json(StatusCode::OK, &p.render(scope, &l.etag)),
+        json(StatusCode::OK, &l.render_pool(p, scope)),
         &l.etag,
     ))
 }
@@ -51,22 +51,24 @@ pub(super) fn get_lb(shared: &Shared, sub: &str, rg: &str, lb: &str) -> Result<R
     ))
 }
 
-/// A page of `items` starting at `$skipToken`, with `nextLink` when more remain.
-fn page(shared: &Shared, parts: &Parts, items: Vec<Value>) -> Value {
-    let size = shared.state.lock().tuning.page_size.max(1);
+/// The range of `total` items the request's `$skipToken` and the page size select, and where
+/// the next page starts (if any).
+fn page_range(parts: &Parts, size: usize, total: usize) -> (std::ops::Range<usize>, Option<usize>) {
     let start = query_param(&parts.uri, "$skipToken")
         .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(0);
-    let end = (start + size).min(items.len());
-    let value: Vec<Value> = items
-        .get(start.min(items.len())..end)
-        .unwrap_or_default()
-        .to_vec();
+        .unwrap_or(0)
+        .min(total);
+    let end = (start + size.max(1)).min(total);
+    (start..end, (end < total).then_some(end))
+}
+
+/// A page body `{"value": [...], "nextLink"?: ...}`.
+fn page_body(shared: &Shared, parts: &Parts, value: Vec<Value>, next: Option<usize>) -> Value {
     let mut body = j!({ "value": value });
-    if end < items.len() {
-        let api = query_param(&parts.uri, "api-version").unwrap_or_else(|| API_VERSION.into());
+    if let Some(next) = next {
+        let api = api_version(parts);
         body["nextLink"] = j!(format!(
-            "{}{}?api-version={api}&$skipToken={end}",
+            "{}{}?api-version={api}&$skipToken={next}",
             shared.base_url,
             parts.uri.path()
         ));
@@ -81,7 +83,7 @@ pub(super) fn list_pools(
     rg: &str,
     lb: &str,
 ) -> Result<Resp, ArmError> {
-    let items = {
+    let (items, next) = {
         let st = shared.state.lock();
         let key = st.store.lb_key(sub, rg, lb)?;
         let l = st.store.lb(sub, rg, lb)?;
@@ -90,12 +92,15 @@ pub(super) fn list_pools(
             rg: &key.rg,
             lb: &key.lb,
         };
-        l.pools
+        // Only the requested page is rendered (pools of 5,000 entries are megabytes each).
+        let (range, next) = page_range(parts, st.tuning.page_size, l.pools.len());
+        let items: Vec<Value> = l.pools[range]
             .iter()
-            .map(|p| p.render(scope, &l.etag))
-            .collect::<Vec<_>>()
+            .map(|p| l.render_pool(p, scope))
+            .collect();
+        (items, next)
     };
-    Ok(json(StatusCode::OK, &page(shared, parts, items)))
+    Ok(json(StatusCode::OK, &page_body(shared, parts, items, next)))
 }
 
 pub(super) fn list_nics(
@@ -104,16 +109,21 @@ pub(super) fn list_nics(
     sub: &str,
     rg: &str,
 ) -> Result<Resp, ArmError> {
-    let items = {
+    let (items, next) = {
         let st = shared.state.lock();
         let s = st.store.sub(sub)?;
         let g = st.store.rg(sub, rg)?;
-        g.nics
+        let (range, next) = page_range(parts, st.tuning.page_size, g.nics.len());
+        let items: Vec<Value> = g
+            .nics
             .values()
+            .skip(range.start)
+            .take(range.len())
             .map(|n| n.render(&s.id, &g.name))
-            .collect::<Vec<_>>()
+            .collect();
+        (items, next)
     };
-    Ok(json(StatusCode::OK, &page(shared, parts, items)))
+    Ok(json(StatusCode::OK, &page_body(shared, parts, items, next)))
 }
 
 pub(super) fn op_status(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
@@ -134,7 +144,7 @@ pub(super) fn op_status(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
     Ok(resp)
 }
 
-pub(super) fn op_result(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
+pub(super) fn op_result(shared: &Shared, parts: &Parts, id: &str) -> Result<Resp, ArmError> {
     let st = shared.state.lock();
     let op = st
         .ops
@@ -144,7 +154,14 @@ pub(super) fn op_result(shared: &Shared, id: &str) -> Result<Resp, ArmError> {
     Ok(match &op.status {
         OpStatus::InProgress => {
             let mut resp = empty(StatusCode::ACCEPTED);
-            let url = async_url(shared, &op.lb.sub, &op.location, id, "operationResults");
+            let url = async_url(
+                shared,
+                &op.lb.sub,
+                &op.location,
+                id,
+                "operationResults",
+                &api_version(parts),
+            );
             set_header(&mut resp, "location", &url);
             set_header(
                 &mut resp,

@@ -8,11 +8,12 @@ use crate::body::{lb_from_body, pool_from_body};
 use crate::errors::ArmError;
 use crate::lro::{LockCheck, OpKind, OpSpec, Operations};
 use crate::model::Scope;
+use crate::structure::StructureChange;
 use http::{StatusCode, request::Parts};
 use serde_json::Value;
 use std::sync::Arc;
 
-use super::arm::{API_VERSION, if_match, parse_json};
+use super::arm::{api_version, if_match, parse_json};
 use super::reads::with_etag;
 
 pub(super) fn async_url(
@@ -21,9 +22,10 @@ pub(super) fn async_url(
     location: &str,
     op_id: &str,
     what: &str,
+    api: &str,
 ) -> String {
     format!(
-        "{}/subscriptions/{sub}/providers/Microsoft.Network/locations/{location}/{what}/{op_id}?api-version={API_VERSION}",
+        "{}/subscriptions/{sub}/providers/Microsoft.Network/locations/{location}/{what}/{op_id}?api-version={api}",
         shared.base_url
     )
 }
@@ -31,16 +33,23 @@ pub(super) fn async_url(
 /// Adds the LRO headers of a write response.
 fn lro_headers(
     shared: &Shared,
+    parts: &Parts,
     resp: &mut Resp,
-    sub: &str,
-    location: &str,
-    op_id: &str,
+    op: (&str, &str, &str),
     retry: u64,
 ) {
+    let (sub, location, op_id) = op;
     set_header(
         resp,
         "azure-asyncoperation",
-        &async_url(shared, sub, location, op_id, "operations"),
+        &async_url(
+            shared,
+            sub,
+            location,
+            op_id,
+            "operations",
+            &api_version(parts),
+        ),
     );
     set_header(resp, "azure-asyncnotification", "Enabled");
     set_header(resp, "retry-after", &retry.to_string());
@@ -111,8 +120,14 @@ pub(super) fn put_pool(
         st.ops
             .finished(key.clone(), &location, kind, op_id.clone(), now);
         let l = st.store.lb(sub, rg, lb)?;
-        let mut resp = json(StatusCode::OK, &new_pool.render(scope, &l.etag));
-        lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+        let mut resp = json(StatusCode::OK, &l.render_pool(&new_pool, scope));
+        lro_headers(
+            shared,
+            parts,
+            &mut resp,
+            (&key.sub, &location, &op_id),
+            retry,
+        );
         return Ok(resp);
     }
     new_pool.provisioning_state = "Updating".into();
@@ -123,7 +138,21 @@ pub(super) fn put_pool(
     };
     match l.pool_mut(&new_pool.name) {
         Some(slot) => *slot = new_pool,
-        None => l.pools.push(new_pool),
+        None => {
+            // A new pool changes the LB's pool list, so its structure fingerprint.
+            let before = l.fingerprint();
+            let name = new_pool.name.clone();
+            l.pools.push(new_pool);
+            st.structure_log.push(StructureChange {
+                time: now,
+                lb: l.name.clone(),
+                op_id: op_id.clone(),
+                operation: kind.op_name().to_owned(),
+                before,
+                after: l.fingerprint(),
+                changes: vec![format!("backendAddressPools: added '{name}'")],
+            });
+        }
     }
     let fail = st.faults.take_failure();
     st.ops.start(
@@ -139,14 +168,20 @@ pub(super) fn put_pool(
     );
     let p = l
         .pool(pool)
-        .map(|p| p.render(scope, &l.etag))
+        .map(|p| l.render_pool(p, scope))
         .unwrap_or(Value::Null);
     let etag = l.etag.clone();
     let delay_ms = st.tuning.completion_delay_ms;
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &p);
-    lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&key.sub, &location, &op_id),
+        retry,
+    );
     Ok(with_etag(resp, &etag))
 }
 
@@ -185,7 +220,17 @@ pub(super) fn delete_pool(
         st.tuning.lock_retry_after_secs,
         now,
     )?;
+    let before = l.fingerprint();
     l.pools.retain(|p| !p.name.eq_ignore_ascii_case(pool));
+    st.structure_log.push(StructureChange {
+        time: now,
+        lb: l.name.clone(),
+        op_id: op_id.clone(),
+        operation: kind.op_name().to_owned(),
+        before,
+        after: l.fingerprint(),
+        changes: vec![format!("backendAddressPools: removed '{pool}'")],
+    });
     let fail = st.faults.take_failure();
     st.ops.start(
         l,
@@ -203,11 +248,24 @@ pub(super) fn delete_pool(
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = empty(StatusCode::ACCEPTED);
-    lro_headers(shared, &mut resp, &key.sub, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&key.sub, &location, &op_id),
+        retry,
+    );
     set_header(
         &mut resp,
         "location",
-        &async_url(shared, &key.sub, &location, &op_id, "operationResults"),
+        &async_url(
+            shared,
+            &key.sub,
+            &location,
+            &op_id,
+            "operationResults",
+            &api_version(parts),
+        ),
     );
     Ok(resp)
 }
@@ -246,6 +304,15 @@ pub(super) fn put_lb(
         (None, None) => {}
     }
     let mut new_lb = lb_from_body(&lb_name, &doc, existing.as_ref(), &rg_location)?;
+    // A whole-LB PUT replaces everything; one that moves more than pool entries is logged, or
+    // refused in strict mode (before the lock, like any validation failure).
+    let changes = existing
+        .as_ref()
+        .map(|old| old.structure_changes(&new_lb))
+        .unwrap_or_default();
+    if !changes.is_empty() && st.tuning.strict_lb_structure {
+        return Err(ArmError::structure_changed(&scope.lb_id(), &changes));
+    }
     let op_id = uuid::Uuid::new_v4().to_string();
     let supersede = st.faults.supersede;
     let lock_retry = st.tuning.lock_retry_after_secs;
@@ -254,6 +321,17 @@ pub(super) fn put_lb(
         st.ops
             .check_lock(stored, &OpKind::PutLb, &op_id, supersede, lock_retry, now)?;
         new_lb.lock = None;
+    }
+    if let (Some(old), false) = (&existing, changes.is_empty()) {
+        st.structure_log.push(StructureChange {
+            time: now,
+            lb: lb_name.clone(),
+            op_id: op_id.clone(),
+            operation: OpKind::PutLb.op_name().to_owned(),
+            before: old.fingerprint(),
+            after: new_lb.fingerprint(),
+            changes,
+        });
     }
     for p in new_lb.pools.iter_mut() {
         p.provisioning_state = "Updating".into();
@@ -293,6 +371,12 @@ pub(super) fn put_lb(
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &rendered);
-    lro_headers(shared, &mut resp, &sub_id, &location, &op_id, retry);
+    lro_headers(
+        shared,
+        parts,
+        &mut resp,
+        (&sub_id, &location, &op_id),
+        retry,
+    );
     Ok(with_etag(resp, &etag))
 }
