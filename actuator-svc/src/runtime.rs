@@ -208,7 +208,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     };
     servers.push(tokio::spawn(admin::serve(
         admin_listener,
-        ready,
+        ready.clone(),
         metrics.clone(),
         shutdown_rx.clone(),
     )));
@@ -222,10 +222,14 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         cluster_name: args.cluster_name.clone(),
         shutdown: shutdown_rx.clone(),
     };
-    let (health, health_svc) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<cutover_proto::v1::actuator_server::ActuatorServer<ActuatorService>>()
-        .await;
+    // gRPC health follows /ready: NOT_SERVING until the token and pool index are ready, and
+    // again from the start of the drain.
+    let (health, health_svc) = grpc::health::reporter().await;
+    servers.push(tokio::spawn(grpc::health::follow(
+        health.clone(),
+        ready,
+        shutdown_rx.clone(),
+    )));
     let mut rx = shutdown_rx.clone();
     let stop = async move {
         let _ = rx.wait_for(|s| *s).await;

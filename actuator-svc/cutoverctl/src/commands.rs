@@ -1,7 +1,7 @@
 //! Runs one command against the actuator and prints its answer.
 
 use crate::cli::{Cli, Command, NodeArgs, Output, State, Wait};
-use crate::{connect, render};
+use crate::{connect, escape, render};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::{
     AdminState, GetNodeAdminStateRequest, ListHeldEntriesRequest, NodeRef,
@@ -83,7 +83,7 @@ fn node_ref(args: NodeArgs) -> NodeRef {
 }
 
 fn print_json(value: &serde_json::Value) {
-    println!("{value}");
+    println!("{}", escape::json(value));
 }
 
 pub async fn run(cli: Cli) -> Result<Outcome, Failure> {

@@ -8,6 +8,7 @@
 mod cli;
 mod commands;
 mod connect;
+mod escape;
 mod render;
 
 use clap::Parser;
@@ -19,7 +20,8 @@ async fn main() -> ExitCode {
     match commands::run(cli).await {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
-            eprintln!("cutoverctl: {err:#}");
+            // The error may carry the actuator's message: escaped like everything from the network.
+            eprintln!("cutoverctl: {}", escape::text(&format!("{err:#}")));
             err.exit_code()
         }
     }

@@ -1,6 +1,7 @@
 //! Pure rendering of actuator answers as aligned tables or JSON. No I/O, so every shape is
 //! unit-tested.
 
+use crate::escape;
 use cutover_proto::v1::{
     AdminState, EntryRef, GetNodeAdminStateResponse, HeldNode, ListHeldEntriesResponse, NodeRef,
     NodeResult, ResultPhase, Version,
@@ -38,8 +39,14 @@ fn version(v: Option<&Version>) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{}.{}", v.epoch, v.seq))
 }
 
-/// Lays rows out in columns separated by two spaces, headers first.
+/// Lays rows out in columns separated by two spaces, headers first. Cells are escaped: they
+/// hold what the actuator sent.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escape::text(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -121,7 +128,7 @@ pub fn get_table(resp: &GetNodeAdminStateResponse) -> String {
         .map_or_else(|| "-".to_string(), |d| format!("{}s", d.seconds));
     let mut out = format!("desired: {}   data age: {age}\n", state_name(resp.desired));
     for note in &resp.notes {
-        out.push_str(&format!("note: {note}\n"));
+        out.push_str(&format!("note: {}\n", escape::text(note)));
     }
     if resp.entries.is_empty() {
         out.push_str("no backend entries found for this node\n");
@@ -316,5 +323,43 @@ mod tests {
         );
         assert!(get_table(&GetNodeAdminStateResponse::default()).contains("no backend entries"));
         assert_eq!(held_json(&ListHeldEntriesResponse::default()), json!([]));
+    }
+
+    /// A held node whose name, reason and source were written by someone hostile renders as
+    /// inert text, in the table and in JSON alike.
+    #[test]
+    fn text_from_the_network_never_reaches_the_terminal_raw() {
+        let evil = "aks\u{1b}]0;pwned\u{7}\u{1b}[2J\nforged\u{9b}1m\u{202e}";
+        let resp = ListHeldEntriesResponse {
+            nodes: vec![HeldNode {
+                node: Some(NodeRef {
+                    name: evil.into(),
+                    ..Default::default()
+                }),
+                source: evil.into(),
+                reasons: vec![evil.into()],
+                entries: vec![EntryRef {
+                    pool: evil.into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        // The table's own line breaks are the only control characters left.
+        let inert = |t: &str| t.lines().all(|l| !l.chars().any(escape::is_unsafe));
+        let out = held_table(&resp);
+        assert!(inert(&out), "{out:?}");
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(out.contains("aks\\u{1b}]0;pwned\\u{7}"), "{out}");
+        let get = get_table(&GetNodeAdminStateResponse {
+            notes: vec![evil.into()],
+            entries: resp.nodes[0].entries.clone(),
+            ..Default::default()
+        });
+        assert!(inert(&get), "{get:?}");
+        let js = escape::json(&held_json(&resp));
+        assert!(!js.chars().any(escape::is_unsafe), "{js:?}");
+        let back: Value = serde_json::from_str(&js).unwrap();
+        assert_eq!(back[0]["node"]["name"], evil);
     }
 }

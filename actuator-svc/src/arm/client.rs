@@ -91,47 +91,21 @@ fn header(headers: &Headers, name: &'static str) -> Option<String> {
 
 /// Parses `Retry-After` (seconds or an HTTP date) and the millisecond variants.
 pub fn retry_after(headers: &Headers) -> Option<Duration> {
-    for ms in ["retry-after-ms", "x-ms-retry-after-ms"] {
-        if let Some(v) = header(headers, ms).and_then(|v| v.trim().parse::<u64>().ok()) {
-            return Some(Duration::from_millis(v));
-        }
-    }
-    let v = header(headers, "retry-after")?;
-    if let Ok(secs) = v.trim().parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let when =
-        time::OffsetDateTime::parse(v.trim(), &time::format_description::well_known::Rfc2822)
-            .ok()?;
-    let delta = when - time::OffsetDateTime::now_utc();
-    Some(Duration::from_secs_f64(delta.as_seconds_f64().max(0.0)))
+    let ms = [
+        header(headers, "retry-after-ms"),
+        header(headers, "x-ms-retry-after-ms"),
+    ];
+    super::retry::parse_retry_after(
+        &[ms[0].as_deref(), ms[1].as_deref()],
+        header(headers, "retry-after").as_deref(),
+        time::OffsetDateTime::now_utc(),
+    )
 }
 
 /// Splits an ARM error body into code, message and detail codes.
 fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let err = v.get("error").unwrap_or(&v);
-    let s = |k: &str| {
-        err.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let details = err
-        .get("details")
-        .and_then(Value::as_array)
-        .map(|d| {
-            d.iter()
-                .filter_map(|x| x.get("code").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut message = s("message");
-    if let Some(first) = err.pointer("/details/0/message").and_then(Value::as_str) {
-        message = format!("{message} ({first})");
-    }
-    (s("code"), message, details)
+    let e = super::error::CloudError::parse(body);
+    (e.code, e.message, e.details)
 }
 
 impl ArmClient {
@@ -345,14 +319,6 @@ impl ArmClient {
         Ok(answer)
     }
 
-    #[allow(clippy::result_large_err)]
-    fn json(op: &'static str, a: &Answer, resource: &str) -> Result<Value, ArmError> {
-        serde_json::from_slice(&a.body).map_err(|e| ArmError::Decode {
-            op,
-            resource: resource.to_string(),
-            message: e.to_string(),
-        })
-    }
 
     /// GET the load balancer (pools embedded), as raw bytes. `Ok(None)` when it does not exist.
     pub async fn get_lb(&self, lb: &str) -> Result<Option<bytes::Bytes>, ArmError> {
@@ -414,24 +380,21 @@ impl ArmClient {
         let a = self
             .call("poll_operation", Method::Get, operation.clone(), None, None)
             .await?;
-        let v = Self::json("poll_operation", &a, operation.path())?;
-        let status = v
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        Ok(match status.to_ascii_lowercase().as_str() {
-            "succeeded" => OpStatus::Succeeded,
-            "failed" | "canceled" | "cancelled" => {
-                let (code, message, details) = cloud_error(&a.body);
-                OpStatus::Ended {
-                    status,
-                    code,
-                    message,
-                    details,
-                }
-            }
-            _ => OpStatus::InProgress {
+        let status =
+            super::error::parse_operation(&a.body).map_err(|message| ArmError::Decode {
+                op: "poll_operation",
+                resource: operation.path().to_string(),
+                message,
+            })?;
+        Ok(match status {
+            super::error::OperationStatus::Succeeded => OpStatus::Succeeded,
+            super::error::OperationStatus::Ended { status, error } => OpStatus::Ended {
+                status,
+                code: error.code,
+                message: error.message,
+                details: error.details,
+            },
+            super::error::OperationStatus::InProgress => OpStatus::InProgress {
                 retry_after: retry_after(&a.headers),
             },
         })

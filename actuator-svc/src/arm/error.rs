@@ -1,5 +1,6 @@
 //! ARM call errors, with what the writer needs to decide: retry or not, and after how long.
 
+use serde_json::Value;
 use std::time::Duration;
 
 /// A failed ARM call or operation, naming what failed.
@@ -120,5 +121,164 @@ impl ArmError {
             ArmError::Token(_) => "Token",
             ArmError::Decode { .. } => "Decode",
         }
+    }
+}
+
+/// Longest ARM error message kept (in results, logs and Node events); ARM's own are a few
+/// hundred bytes, a proxy's HTML error page is not.
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+/// Longest error code kept.
+pub const MAX_ERROR_CODE: usize = 128;
+/// Detail codes kept.
+pub const MAX_ERROR_DETAILS: usize = 16;
+
+/// The `error` of an ARM error body or of a failed operation body, bounded. Bodies that are
+/// not JSON, or not shaped like an ARM error, give empty fields: the HTTP status still says
+/// what happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudError {
+    pub code: String,
+    /// The message, with the first detail's message in parentheses when there is one.
+    pub message: String,
+    /// `error.details[].code`.
+    pub details: Vec<String>,
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+impl CloudError {
+    /// Parses an error body (`{"error": {...}}`, or the bare error object).
+    pub fn parse(body: &[u8]) -> Self {
+        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        Self::from_value(&v)
+    }
+
+    fn from_value(v: &Value) -> Self {
+        let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+        let s =
+            |k: &str, max: usize| cut(err.get(k).and_then(Value::as_str).unwrap_or_default(), max);
+        let details = err
+            .get("details")
+            .and_then(Value::as_array)
+            .map(|d| {
+                d.iter()
+                    .filter_map(|x| x.get("code").and_then(Value::as_str))
+                    .take(MAX_ERROR_DETAILS)
+                    .map(|c| cut(c, MAX_ERROR_CODE))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut message = s("message", MAX_ERROR_MESSAGE);
+        if let Some(first) = err.pointer("/details/0/message").and_then(Value::as_str) {
+            message = format!("{message} ({})", cut(first, MAX_ERROR_MESSAGE));
+        }
+        Self {
+            code: s("code", MAX_ERROR_CODE),
+            message,
+            details,
+        }
+    }
+}
+
+/// Where an `Azure-AsyncOperation` body says the operation is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationStatus {
+    /// `InProgress`, or any status we do not know (keep polling; the deadline bounds it).
+    InProgress,
+    Succeeded,
+    /// `Failed` or `Canceled`, with the status as sent and the error.
+    Ended {
+        status: String,
+        error: CloudError,
+    },
+}
+
+/// Parses an `Azure-AsyncOperation` body; a body that is not JSON is an error.
+pub fn parse_operation(body: &[u8]) -> Result<OperationStatus, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let status = v.get("status").and_then(Value::as_str).unwrap_or_default();
+    Ok(match status.to_ascii_lowercase().as_str() {
+        "succeeded" => OperationStatus::Succeeded,
+        "failed" | "canceled" | "cancelled" => OperationStatus::Ended {
+            status: cut(status, MAX_ERROR_CODE),
+            error: CloudError::from_value(&v),
+        },
+        _ => OperationStatus::InProgress,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::QuickCheck;
+
+    #[test]
+    fn operation_bodies() {
+        assert_eq!(
+            parse_operation(br#"{"status":"InProgress"}"#),
+            Ok(OperationStatus::InProgress)
+        );
+        assert_eq!(
+            parse_operation(br#"{"status":"Succeeded"}"#),
+            Ok(OperationStatus::Succeeded)
+        );
+        let failed = br#"{"status":"Canceled","error":{"code":"Canceled","message":"m","details":[{"code":"CanceledAndSupersededDueToAnotherOperation","message":"by op 2"}]}}"#;
+        let Ok(OperationStatus::Ended { status, error }) = parse_operation(failed) else {
+            panic!()
+        };
+        assert_eq!(status, "Canceled");
+        assert_eq!(
+            error.details,
+            vec!["CanceledAndSupersededDueToAnotherOperation"]
+        );
+        assert_eq!(error.message, "m (by op 2)");
+        assert!(parse_operation(b"<html>").is_err());
+        assert_eq!(parse_operation(b"[]"), Ok(OperationStatus::InProgress));
+    }
+
+    #[test]
+    fn huge_error_bodies_are_bounded() {
+        let body = serde_json::json!({"error": {
+            "code": "c".repeat(10_000),
+            "message": "é".repeat(100_000),
+            "details": vec![serde_json::json!({"code": "d", "message": "x".repeat(50_000)}); 1000],
+        }});
+        let e = CloudError::parse(body.to_string().as_bytes());
+        assert!(e.code.len() <= MAX_ERROR_CODE + 3);
+        assert!(e.message.len() <= 2 * MAX_ERROR_MESSAGE + 10);
+        assert_eq!(e.details.len(), MAX_ERROR_DETAILS);
+    }
+
+    /// Any bytes: a bounded error, never a panic.
+    #[test]
+    fn any_body_parses_to_a_bounded_error() {
+        fn prop(body: Vec<u8>, text: String) -> bool {
+            let wrapped = serde_json::json!({"status": "Failed", "error": {"code": text, "message": text, "details": [{"code": text, "message": text}]}});
+            let a = CloudError::parse(&body);
+            let _ = parse_operation(&body);
+            let b = CloudError::parse(wrapped.to_string().as_bytes());
+            let ok = |e: &CloudError| {
+                e.code.len() <= MAX_ERROR_CODE + 3 && e.message.len() <= 2 * MAX_ERROR_MESSAGE + 10
+            };
+            ok(&a)
+                && ok(&b)
+                && matches!(
+                    parse_operation(wrapped.to_string().as_bytes()),
+                    Ok(OperationStatus::Ended { .. })
+                )
+        }
+        QuickCheck::new()
+            .tests(300)
+            .quickcheck(prop as fn(Vec<u8>, String) -> bool);
     }
 }

@@ -20,6 +20,40 @@ pub fn is_retryable(status: u16, code: &str, details: &[String]) -> bool {
         || details.iter().any(|d| code_says(d))
 }
 
+/// The longest `Retry-After` honoured. ARM's throttling windows are at most an hour; a larger
+/// value (or a date years ahead) is a broken proxy, and an unbounded one would overflow the
+/// instant the budget blocks until.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// Parses the retry hints of an answer: `retry-after-ms` or `x-ms-retry-after-ms` (first that
+/// parses), else `Retry-After` as seconds or as an HTTP date relative to `now`. Capped at
+/// [`MAX_RETRY_AFTER`]; `None` when nothing parses.
+pub fn parse_retry_after(
+    millis: &[Option<&str>],
+    retry_after: Option<&str>,
+    now: time::OffsetDateTime,
+) -> Option<Duration> {
+    let capped = |d: Duration| d.min(MAX_RETRY_AFTER);
+    if let Some(ms) = millis
+        .iter()
+        .flatten()
+        .find_map(|v| v.trim().parse::<u64>().ok())
+    {
+        return Some(capped(Duration::from_millis(ms)));
+    }
+    let v = retry_after?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(capped(Duration::from_secs(secs)));
+    }
+    let when =
+        time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc2822).ok()?;
+    let ahead = (when - now).clamp(
+        time::Duration::ZERO,
+        time::Duration::try_from(MAX_RETRY_AFTER).ok()?,
+    );
+    Duration::try_from(ahead).ok()
+}
+
 /// Capped exponential backoff with jitter. Time-free: the caller sleeps.
 #[derive(Debug, Clone)]
 pub struct Backoff {
@@ -81,6 +115,74 @@ mod tests {
         assert!(!is_retryable(403, "AuthorizationFailed", &[]));
         assert!(!is_retryable(404, "NotFound", &[]));
         assert!(!is_retryable(412, "PreconditionFailed", &[]));
+    }
+
+    fn at(s: &str) -> time::OffsetDateTime {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
+    }
+
+    #[test]
+    fn retry_after_seconds_milliseconds_and_http_dates() {
+        let now = at("1994-11-06T08:49:00Z");
+        assert_eq!(
+            parse_retry_after(&[], Some(" 7 "), now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after(&[None, Some("250")], Some("7"), now),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_retry_after(&[Some("x")], Some("7"), now),
+            Some(Duration::from_secs(7))
+        );
+        // RFC 9110 IMF-fixdate, and a date in the past (retry now).
+        assert_eq!(
+            parse_retry_after(&[], Some("Sun, 06 Nov 1994 08:49:37 GMT"), now),
+            Some(Duration::from_secs(37))
+        );
+        assert_eq!(
+            parse_retry_after(&[], Some("Sun, 06 Nov 1994 08:48:00 GMT"), now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after(&[], Some("soon"), now), None);
+        assert_eq!(parse_retry_after(&[], Some("-1"), now), None);
+        assert_eq!(parse_retry_after(&[], None, now), None);
+    }
+
+    /// Huge values are capped: the budget adds them to an instant, which must not overflow.
+    #[test]
+    fn retry_after_is_capped() {
+        let now = at("2026-01-01T00:00:00Z");
+        for (ms, v) in [
+            (None, Some("18446744073709551615")),
+            (Some("18446744073709551615"), None),
+            (None, Some("Fri, 31 Dec 9999 23:59:59 GMT")),
+        ] {
+            assert_eq!(
+                parse_retry_after(&[ms], v, now),
+                Some(MAX_RETRY_AFTER),
+                "{ms:?} {v:?}"
+            );
+        }
+    }
+
+    /// Any header text: `None` or a delay within the cap, never a panic.
+    #[test]
+    fn any_header_text_gives_a_bounded_delay() {
+        fn prop(ms: Option<String>, v: Option<String>, secs: i64) -> bool {
+            let now = time::OffsetDateTime::from_unix_timestamp(secs.rem_euclid(253_402_300_799))
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+            let date = v
+                .as_deref()
+                .map(|v| format!("Sun, 06 Nov 1994 08:49:37 {v}"));
+            [v.as_deref(), date.as_deref()].iter().all(|v| {
+                parse_retry_after(&[ms.as_deref()], *v, now).is_none_or(|d| d <= MAX_RETRY_AFTER)
+            })
+        }
+        quickcheck::QuickCheck::new()
+            .tests(300)
+            .quickcheck(prop as fn(Option<String>, Option<String>, i64) -> bool);
     }
 
     #[test]

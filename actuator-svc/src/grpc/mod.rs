@@ -1,7 +1,9 @@
-//! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection, over TLS with
-//! client certificates when configured.
+//! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection (`v1` and
+//! `v1alpha`), over TLS with client certificates when configured. Every service has a decoded
+//! message limit sized from its largest legitimate message.
 
 pub mod auth;
+pub mod health;
 pub mod service;
 pub mod validate;
 
@@ -58,6 +60,36 @@ pub fn tls_config(files: &TlsFiles<'_>) -> Result<ServerTlsConfig, ServerError> 
     Ok(tls)
 }
 
+fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(cutover_proto::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// Reflection as `grpc.reflection.v1` and as `grpc.reflection.v1alpha`: grpcio-reflection's
+/// client, grpcui and older grpcurl speak only the latter.
+pub fn reflection_services() -> Result<
+    (
+        tonic_reflection::pb::v1::server_reflection_server::ServerReflectionServer<
+            impl tonic_reflection::pb::v1::server_reflection_server::ServerReflection,
+        >,
+        tonic_reflection::pb::v1alpha::server_reflection_server::ServerReflectionServer<
+            impl tonic_reflection::pb::v1alpha::server_reflection_server::ServerReflection,
+        >,
+    ),
+    ServerError,
+> {
+    let v1 = reflection_builder()
+        .build_v1()
+        .map_err(|e| ServerError::Reflection(e.to_string()))?
+        .max_decoding_message_size(validate::MAX_DECODED_SMALL);
+    let v1alpha = reflection_builder()
+        .build_v1alpha()
+        .map_err(|e| ServerError::Reflection(e.to_string()))?
+        .max_decoding_message_size(validate::MAX_DECODED_SMALL);
+    Ok((v1, v1alpha))
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve<H: tonic_health::pb::health_server::Health>(
     listener: TcpListener,
@@ -66,11 +98,7 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
     health_svc: tonic_health::pb::health_server::HealthServer<H>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(cutover_proto::v1::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| ServerError::Reflection(e.to_string()))?;
+    let (reflection_v1, reflection_v1alpha) = reflection_services()?;
     let mut builder = Server::builder();
     if let Some(tls) = tls {
         builder = builder
@@ -92,9 +120,12 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
     builder
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(1)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(2)))
-        .add_service(health_svc)
-        .add_service(reflection)
-        .add_service(ActuatorServer::new(svc))
+        .add_service(health_svc.max_decoding_message_size(validate::MAX_DECODED_SMALL))
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(
+            ActuatorServer::new(svc).max_decoding_message_size(validate::MAX_DECODED_MESSAGE),
+        )
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| ServerError::Serve(e.to_string()))

@@ -67,6 +67,9 @@ async fn serve_stream(
         Ok(None) => return,
         Err(e) => return refuse(e).await,
     };
+    if let Err(e) = validate::hello(&hello) {
+        return refuse(e.into()).await;
+    }
     if hello.cluster_name != svc.cluster_name {
         return refuse(Status::failed_precondition(format!(
             "hello.cluster_name: this actuator manages cluster {:?}, not {:?}",
@@ -239,11 +242,7 @@ async fn stream_loop(
                 if in_snapshot {
                     return Err(invalid("forget: before snapshot_end".into()));
                 }
-                let (node, _) =
-                    validate::node(f.node.as_ref(), "forget.node", true).map_err(invalid)?;
-                let Some(version) = f.version else {
-                    return Err(invalid("forget.version: required".into()));
-                };
+                let (node, version) = validate::forget(&f)?;
                 let key = validate::key_of(&node.uid, &node.name);
                 svc.store.forget(&key, &node.uid, version);
             }
@@ -313,18 +312,16 @@ impl Actuator for ActuatorService {
     ) -> Result<Response<SetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
         let req = request.into_inner();
-        let (node, spec) = validate::node(req.node.as_ref(), "node", false).map_err(invalid)?;
-        let desired = validate::admin(req.admin_state, "admin_state").map_err(invalid)?;
-        let wait = WaitFor::try_from(req.wait)
-            .map_err(|_| invalid(format!("wait: unknown value {}", req.wait)))?;
-        let timeout = validate::wait_timeout(req.wait_timeout.as_ref()).map_err(invalid)?;
+        let validate::SetRequest {
+            node,
+            spec,
+            desired,
+            reasons,
+            wait,
+            timeout,
+        } = validate::set_request(&req)?;
         let version = self.store.next_tool_version();
         let mut rx = self.store.subscribe();
-        let reasons = if req.reason.is_empty() {
-            vec![]
-        } else {
-            vec![req.reason.clone()]
-        };
         let name = node.name.clone();
         self.store.offer(
             validate::key_of(&node.uid, &node.name),
@@ -393,7 +390,7 @@ impl Actuator for ActuatorService {
     ) -> Result<Response<GetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
         let req = request.into_inner();
-        let (node, spec) = validate::node(req.node.as_ref(), "node", false).map_err(invalid)?;
+        let (node, spec) = validate::get_request(&req)?;
         let (index, age) = if req.fresh {
             (self.fresh_index().await?, Duration::ZERO)
         } else {
@@ -424,7 +421,7 @@ impl Actuator for ActuatorService {
     ) -> Result<Response<ListHeldEntriesResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
         let req = request.into_inner();
-        let lb_filter = (!req.load_balancer.is_empty()).then_some(req.load_balancer.as_str());
+        let lb_filter = validate::list_request(&req)?;
         let (index, _) = self.cache.index(None);
         let mut nodes = Vec::new();
         for h in self.store.held() {
@@ -462,7 +459,9 @@ impl Actuator for ActuatorService {
         request: Request<WatchResultsRequest>,
     ) -> Result<Response<Self::WatchResultsStream>, Status> {
         self.lists.check(&request, Role::Tool)?;
-        let name = request.into_inner().node_name;
+        let req = request.into_inner();
+        validate::watch_request(&req)?;
+        let name = req.node_name;
         let stream = tokio_stream::wrappers::BroadcastStream::new(self.store.subscribe())
             .filter_map(move |r| match r {
                 Ok(r) if name.is_empty() || r.node.as_ref().is_some_and(|n| n.name == name) => {

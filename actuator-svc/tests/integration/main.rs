@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod edge;
 mod faults;
 mod ownership;
 mod rpc;

@@ -156,18 +156,23 @@ async fn health_reflection_readiness_and_metrics() {
         .connect()
         .await
         .unwrap();
-    let mut health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
-    let rsp = health
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: "cutover.v1.Actuator".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        rsp.status,
-        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
-    );
+    // Health follows readiness with a short delay (grpc::health::POLL) after /ready turns 200.
+    let health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
+    wait_until("gRPC health SERVING", || {
+        let mut health = health.clone();
+        async move {
+            health
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: "cutover.v1.Actuator".into(),
+                })
+                .await
+                .is_ok_and(|r| {
+                    r.into_inner().status
+                        == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+                })
+        }
+    })
+    .await;
 
     use tonic_reflection::pb::v1::{
         ServerReflectionRequest, server_reflection_client::ServerReflectionClient,

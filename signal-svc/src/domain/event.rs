@@ -90,4 +90,23 @@ mod tests {
         );
         assert_eq!(garbage.node_name, None);
     }
+
+    /// Whatever JSON shape an event has, extraction answers; the node name is never empty.
+    #[test]
+    fn any_json_shape_is_read_leniently() {
+        fn prop(name: Option<String>, node: Option<String>, ts: String, nested: bool) -> bool {
+            let involved = if nested {
+                json!({"kind": "Node", "name": node})
+            } else {
+                json!(node)
+            };
+            let obj = json!({"metadata": {"name": name, "uid": null}, "involvedObject": involved,
+                             "lastTimestamp": ts, "series": {"lastObservedTime": ts}, "message": name});
+            let v = EventView::from_json(&obj);
+            v.node_name.as_deref() != Some("") && (nested || v.node_name.is_none())
+        }
+        quickcheck::QuickCheck::new()
+            .tests(300)
+            .quickcheck(prop as fn(Option<String>, Option<String>, String, bool) -> bool);
+    }
 }

@@ -123,3 +123,78 @@ impl NodeView {
             && self.zone == other.zone
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn name_and_uid_are_required_the_rest_only_warns() {
+        let now = Timestamp::UNIX_EPOCH;
+        assert_eq!(
+            NodeView::from_node(&node(json!({"metadata": {}})), now).unwrap_err(),
+            NodeError::MissingName
+        );
+        assert_eq!(
+            NodeView::from_node(&node(json!({"metadata": {"name": "n", "uid": ""}})), now)
+                .unwrap_err(),
+            NodeError::MissingUid("n".into())
+        );
+        let (v, warnings) =
+            NodeView::from_node(&node(json!({"metadata": {"name": "n", "uid": "u"}})), now)
+                .unwrap();
+        assert_eq!((v.name.as_str(), v.uid.as_str()), ("n", "u"));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+    }
+
+    #[test]
+    fn only_nonempty_internal_ips_and_true_preempt_conditions_count() {
+        let n = node(json!({
+            "metadata": {"name": "n", "uid": "u", "labels": {"topology.kubernetes.io/zone": "z1"}},
+            "spec": {"providerID": "azure:///x", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": ""}, {"type": "ExternalIP", "address": "1.2.3.4"},
+                              {"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "VMEventScheduled", "status": "True", "message": "Reboot Scheduled: x"},
+                               {"type": "PreemptionScheduled", "status": "True", "message": "?"}]
+            }
+        }));
+        let (v, warnings) = NodeView::from_node(&n, Timestamp::UNIX_EPOCH).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(v.internal_ips, vec!["10.0.0.1"]);
+        assert_eq!(v.zone, "z1");
+        assert_eq!(v.taints.len(), 1);
+        assert!(v.condition_notice.is_some_and(|c| !c.deadline_parsed));
+    }
+
+    /// Arbitrary strings in every field the view reads: an answer, never a panic.
+    #[test]
+    fn any_field_values_convert_or_error() {
+        fn prop(
+            name: String,
+            uid: String,
+            ips: Vec<String>,
+            cond: (String, String, String),
+        ) -> bool {
+            let n = node(json!({
+                "metadata": {"name": name, "uid": uid},
+                "status": {
+                    "addresses": ips.iter().map(|a| json!({"type": "InternalIP", "address": a})).collect::<Vec<_>>(),
+                    "conditions": [{"type": cond.0, "status": cond.1, "message": cond.2}]
+                }
+            }));
+            match NodeView::from_node(&n, Timestamp::UNIX_EPOCH) {
+                Ok((v, _)) => !v.name.is_empty() && !v.uid.is_empty(),
+                Err(_) => name.is_empty() || uid.is_empty(),
+            }
+        }
+        quickcheck::QuickCheck::new()
+            .tests(300)
+            .quickcheck(prop as fn(String, String, Vec<String>, (String, String, String)) -> bool);
+    }
+}

@@ -223,4 +223,23 @@ mod tests {
         assert_eq!(parse_rfc1123_gmt("Mon, 19 Sep 2016 18:29:47 +0200"), None);
         assert_eq!(parse_rfc1123_gmt("Monday, 19 Sep 2016 18:29:47 GMT"), None);
     }
+
+    /// Any date in range formatted as RFC 1123 GMT parses back to itself, with or without the
+    /// weekday; any text at all answers without panicking.
+    #[test]
+    fn rfc1123_round_trips_and_never_panics() {
+        fn prop(secs: u32, junk: String) -> bool {
+            let t = Timestamp::from_second(i64::from(secs)).unwrap();
+            let z = t.to_zoned(jiff::tz::TimeZone::UTC);
+            let full = z.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
+            let bare = z.strftime("%d %b %Y %H:%M:%S UTC").to_string();
+            let _ = parse_rfc1123_gmt(&junk);
+            let _ = parse_event_message(&format!("Scheduled: {junk}"), now());
+            let _ = parse_condition(CONDITION_VM_EVENT, "True", &junk, now());
+            parse_rfc1123_gmt(&full) == Some(t) && parse_rfc1123_gmt(&bare) == Some(t)
+        }
+        quickcheck::QuickCheck::new()
+            .tests(500)
+            .quickcheck(prop as fn(u32, String) -> bool);
+    }
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing with libFuzzer on stable Rust.
+#   tests/fuzz/run.sh <target> [seconds] [extra libFuzzer flags...]
+#   tests/fuzz/run.sh all [seconds]     # each target in turn
+# Targets: see cutover_fuzz::TARGETS (tests/fuzz/src/lib.rs). Corpora live in
+# target/fuzz/corpus/<target> (seeded from the built-in seeds); crashes in target/fuzz/crashes.
+# Needs a C++ compiler (g++) for libFuzzer itself.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target=${1:?usage: tests/fuzz/run.sh <target|all> [seconds]}
+secs=${2:-60}
+shift $(( $# >= 2 ? 2 : 1 ))
+
+RUSTC_WORKSPACE_WRAPPER="$PWD/tests/fuzz/instrument.sh" \
+  cargo build -q -p cutover-fuzz --features libfuzzer --bin cutover-libfuzzer
+bin=target/debug/cutover-libfuzzer
+
+targets=("$target")
+if [[ $target == all ]]; then
+  targets=(azure_json arm_error retry_after arm_pools spot_notice kube_node kube_event rpc)
+fi
+for t in "${targets[@]}"; do
+  corpus=target/fuzz/corpus/$t
+  crashes=target/fuzz/crashes/$t
+  mkdir -p "$corpus" "$crashes"
+  if [[ -z $(ls -A "$corpus") ]]; then
+    cargo run -q -p cutover-fuzz --example write-seeds -- "$t" "$corpus"
+  fi
+  echo "==> $t for ${secs}s"
+  CUTOVER_FUZZ_TARGET=$t "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
+    -artifact_prefix="$crashes/" -print_final_stats=1 "$@" "$corpus"
+done
