@@ -35,13 +35,18 @@
 //!
 //! # Covered
 //! - Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{events.k8s.io,coordination.k8s.io}[/v1]`
-//!   (legacy documents; kubectl falls back to them). `/openapi/*` answers 404.
+//!   (legacy documents; kubectl falls back to them), and
+//!   `/apis/rbac.authorization.k8s.io[/v1]`.
+//! - OpenAPI v3 (`/openapi/v3` index and one document per group-version) and v2
+//!   (`/openapi/v2`, JSON only), generated from k8s-openapi's schemas (see [`openapi`]).
 //! - Nodes: list, get, watch, create, replace, patch, delete; `/status` get/replace/patch
 //!   (the main resource keeps the stored status, `/status` keeps the stored spec).
 //! - Events: one store, two views (core/v1, events.k8s.io/v1) with the field mapping of the
 //!   real conversion; legacy validation for core/v1, strict validation for events.k8s.io
 //!   creates, immutability for events.k8s.io updates.
 //! - Leases: get, list, create, replace (RV required, create-on-update), patch, delete.
+//! - ServiceAccounts (core/v1) and rbac.authorization.k8s.io/v1 Roles, ClusterRoles,
+//!   RoleBindings, ClusterRoleBindings: the same verbs as the other kinds.
 //! - One global resourceVersion; no-op writes do not bump it. Lists with `limit`/`continue`
 //!   over a snapshot (all pages report the snapshot RV; expired token → 410), exact-RV lists
 //!   rebuilt from history. Watches from unset/`0`/N with replay, too-old RV as HTTP 200 +
@@ -58,7 +63,8 @@
 //! - Fault injection (methods on [`KubeSim`] and `/_sim/...`, see [`control`]).
 //! - kubectl: `get` (server-side Table printing for nodes, events, leases, also on watches),
 //!   `describe node` (pods read as an empty list), `taint`, `cordon`, `label`, `delete`,
-//!   `get events -A`; `create -f`/`apply -f` need `--validate=false` (no OpenAPI served).
+//!   `get events -A`, and with no extra flags `create -f`, `apply -f` (client-side),
+//!   `replace -f`, `edit` and `explain`.
 //!
 //! # Not covered
 //! - Authentication and authorization: any token (or none) is accepted.
@@ -68,7 +74,7 @@
 //!   object (creating it if missing), requires `fieldManager`, accepts `force`, but keeps no
 //!   `managedFields`, so it never reports ownership conflicts and never prunes fields.
 //! - Other resources (pods, namespaces are read-only and empty), protobuf, aggregated
-//!   discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
+//!   discovery, OpenAPI patch-strategy extensions, `deletecollection`, graceful deletion and finalizers,
 //!   event TTL, watch-cache "too large RV" waits (answered with 504 at once), HTTP/2, TLS.
 //! - Bookmarks are sent on event watches too (a real server serves events uncached, from
 //!   etcd, without periodic bookmarks); kube-runtime handles either.
@@ -81,6 +87,7 @@ pub mod handlers;
 pub mod kubeconfig;
 pub mod list;
 pub mod objects;
+pub mod openapi;
 pub mod params;
 pub mod patch;
 pub mod resource;

@@ -6,6 +6,7 @@ use crate::discovery;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
 use crate::handlers;
 use crate::list::Pager;
+use crate::openapi;
 use crate::router::{self, Route};
 use crate::status::ApiError;
 use crate::store::Store;
@@ -98,6 +99,37 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         }
     }
     conns.abort_all();
+}
+
+/// `/openapi/v2` and `/openapi/v3[/<group-version>]`.
+fn openapi_response(path: &str, req: &Req) -> Result<Response<Body>, ApiError> {
+    if req.method != Method::GET {
+        return Err(ApiError::path_not_found());
+    }
+    if !openapi::accepts_json(&req.accept) {
+        // Only JSON is served; client-go answers 406 by trying its next option.
+        return Err(ApiError::not_acceptable(&["application/json"]));
+    }
+    let docs = &*openapi::DOCUMENTS;
+    let (body, immutable) = match path {
+        "/openapi/v2" => (&docs.v2, false),
+        "/openapi/v3" => (&docs.index, false),
+        other => {
+            let key = other.trim_start_matches("/openapi/v3/");
+            let doc = docs.v3.get(key).ok_or_else(ApiError::path_not_found)?;
+            // A URL carrying the current hash never changes, so clients may cache it for good.
+            (&doc.body, req.param("hash") == Some(doc.hash.as_str()))
+        }
+    };
+    let mut resp = raw_json_response(200, body.clone());
+    let cache = if immutable {
+        "public, immutable"
+    } else {
+        "no-cache, private"
+    };
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    Ok(resp)
 }
 
 /// A JSON response.
@@ -276,6 +308,7 @@ fn dispatch(shared: &Arc<Shared>, route: Route, req: &Req, watch: bool) -> Respo
                     .ok_or_else(ApiError::path_not_found)
             }
         }
+        Route::OpenApi(path) => openapi_response(&path, req),
         Route::Empty(target) => handlers::empty(&target, req),
         Route::Resource(target) => {
             if watch && target.name.is_none() && req.method == Method::GET {

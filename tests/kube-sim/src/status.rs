@@ -136,6 +136,18 @@ impl ApiError {
         self
     }
 
+    /// 406 for an Accept header naming no media type this endpoint serves.
+    pub fn not_acceptable(supported: &[&str]) -> Self {
+        ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                supported.join(", ")
+            ),
+        )
+    }
+
     /// 404 `nodes "x" not found`.
     pub fn not_found(resource: Resource, name: &str) -> Self {
         ApiError::new(
