@@ -286,6 +286,13 @@ fn check_rules(errs: &mut Vec<String>, v: &Value) {
     }
 }
 
+fn rbac_kind(view: View) -> bool {
+    matches!(
+        view,
+        View::ClusterRole | View::ClusterRoleBinding | View::Role | View::RoleBinding
+    )
+}
+
 /// RFC 1123 subdomain, the rule for object names.
 pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
@@ -310,6 +317,15 @@ pub fn validate(view: View, v: &Value) -> Vec<FieldError> {
             "metadata.name",
             "name or generateName is required",
         ));
+    } else if rbac_kind(view) {
+        // RBAC objects only need to be valid path segments (`system:discovery` is fine).
+        if name == "." || name == ".." || name.contains('/') || name.contains('%') {
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &Value::String(name.into()),
+                "may not contain '/' or '%' and may not be '.' or '..'",
+            ));
+        }
     } else if !is_dns_subdomain(name) {
         errs.push(FieldError::invalid(
             "metadata.name",
