@@ -47,6 +47,22 @@ pub fn render(dir: &str) -> anyhow::Result<Vec<Value>> {
     Ok(docs)
 }
 
+/// The identity and authorization objects of rendered manifests (ServiceAccounts, Roles,
+/// ClusterRoles and their bindings), as a cluster would hold them after `kubectl apply`.
+pub fn rbac_objects(docs: &[Value]) -> Vec<Value> {
+    const KINDS: &[&str] = &[
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    docs.iter()
+        .filter(|d| d["kind"].as_str().is_some_and(|k| KINDS.contains(&k)))
+        .cloned()
+        .collect()
+}
+
 /// One permission: `(apiGroup, resource, verb, resourceName or "")`.
 pub type Permission = (String, String, String, String);
 

@@ -10,8 +10,10 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The bearer token signal-svc presents to kube-sim (its service account, as in a cluster).
+/// The user signal-svc authenticates as to kube-sim (its ServiceAccount, as in a cluster).
 pub const SIGNAL_CALLER: &str = "system:serviceaccount:cutover:signal-svc";
+pub const SIGNAL_NAMESPACE: &str = "cutover";
+pub const SIGNAL_SERVICE_ACCOUNT: &str = "signal-svc";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -27,6 +29,9 @@ pub struct StackOptions {
     pub lease_duration_secs: u64,
     /// Where logs, certificates, the kubeconfig and azure.json go.
     pub run_dir: PathBuf,
+    /// ServiceAccounts and RBAC objects loaded into kube-sim; `None` loads deploy/base's
+    /// (rendered with `kubectl kustomize`), so signal-svc runs with exactly its deployed role.
+    pub kube_objects: Option<Vec<serde_json::Value>>,
 }
 
 impl StackOptions {
@@ -48,6 +53,7 @@ impl StackOptions {
             arm_tuning: tuning,
             lease_duration_secs: 6,
             run_dir,
+            kube_objects: None,
         }
     }
 
@@ -85,7 +91,8 @@ pub struct Stack {
     pub kube: kube_sim::KubeSim,
     pub arm: arm_sim::ArmSim,
     pub kubeconfig: PathBuf,
-    /// signal-svc's own kubeconfig: its requests carry [`SIGNAL_CALLER`] in kube-sim's log.
+    /// signal-svc's own kubeconfig (a token of its ServiceAccount and the cluster CA): its
+    /// requests carry [`SIGNAL_CALLER`] in kube-sim's log.
     pub signal_kubeconfig: PathBuf,
     pub azure_json: PathBuf,
     pub pki: Pki,
@@ -104,15 +111,27 @@ impl Stack {
         bins::build_all()?;
         let cluster = aks_fixture::preset_sized(&options.preset, options.nodes)?;
 
+        // kube-sim as a cluster: HTTPS with its own CA, tokens, RBAC from deploy/base.
+        let mut seed = kube_sim::Seed::preset(&options.preset, options.nodes)?;
+        seed.objects = match &options.kube_objects {
+            Some(objects) => objects.clone(),
+            None => crate::manifests::rbac_objects(&crate::manifests::render("base")?),
+        };
         let kube = kube_sim::KubeSim::start(kube_sim::Options {
-            seed: kube_sim::Seed::preset(&options.preset, options.nodes)?,
+            seed,
+            security: Some(kube_sim::Security::default()),
             ..Default::default()
         })
         .await?;
+        // kubectl and the tests act as a cluster admin (system:masters).
         let kubeconfig = options.run_dir.join("kubeconfig");
         kube.write_kubeconfig(&kubeconfig)?;
+        // signal-svc holds a token of its ServiceAccount, as its pod would.
         let signal_kubeconfig = options.run_dir.join("kubeconfig-signal-svc");
-        kube.write_kubeconfig_as(&signal_kubeconfig, SIGNAL_CALLER)?;
+        let token = kube
+            .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT)
+            .context("signal-svc's ServiceAccount is not among the loaded objects")?;
+        kube.write_kubeconfig_as(&signal_kubeconfig, &token)?;
 
         let mut arm_options = arm_sim::ArmSimOptions {
             seed: arm_sim::seed::Seed::preset(&options.preset, Some(options.nodes))?,

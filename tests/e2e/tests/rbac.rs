@@ -1,12 +1,14 @@
 //! RBAC is exactly what signal-svc calls: every request it makes to the (simulated) API server
 //! during a full taint / restore / re-taint cycle and a Spot notice is allowed by the roles
-//! `deploy/base` binds to its service account, and every permission granted was used.
+//! `deploy/base` binds to its service account, and every permission granted was used. kube-sim
+//! enforces those roles (signal-svc runs with its ServiceAccount's token over HTTPS), so a verb
+//! missing from the ClusterRole makes the system fail visibly.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
 use cutover_e2e::judge::State;
-use cutover_e2e::kube_ops::OUT_OF_SERVICE;
-use cutover_e2e::manifests::{allows, needed, permissions, render};
+use cutover_e2e::kube_ops::{OUT_OF_SERVICE, SPOT_EVICTION};
+use cutover_e2e::manifests::{allows, needed, permissions, rbac_objects, render};
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::{SIGNAL_CALLER, StackOptions};
 use std::collections::BTreeSet;
@@ -96,6 +98,78 @@ async fn signal_svc_calls_exactly_what_its_rbac_grants() {
         unused.is_empty(),
         "RBAC grants permissions signal-svc never used: {unused:?}\nevent calls: {event_calls:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_role_without_patch_on_nodes_refuses_the_spot_taint() {
+    let dir = std::env::temp_dir().join(format!("cutover-e2e-rbac-nopatch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut objects = rbac_objects(&render("base").unwrap());
+    let role = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "cutover-signal-svc")
+        .unwrap();
+    for rule in role["rules"].as_array_mut().unwrap() {
+        if rule["resources"] == serde_json::json!(["nodes"]) {
+            rule["verbs"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|v| v != "patch");
+        }
+    }
+    let mut options = StackOptions::fast("aks", 8, dir);
+    options.kube_objects = Some(objects);
+    let mut sb = Sandbox::start(options).await.unwrap();
+
+    let spot = sb.fresh_nodes("spotpool", 1).unwrap().remove(0);
+    sb.ops.preempt_event(&spot, 30).await.unwrap();
+    let path = format!("/api/v1/nodes/{spot}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let refused: Vec<_> = sb
+            .stack
+            .kube
+            .requests()
+            .into_iter()
+            .filter(|r| r.caller.as_deref() == Some(SIGNAL_CALLER))
+            .filter(|r| r.method == "PATCH" && r.path.starts_with(&path))
+            .collect();
+        if !refused.is_empty() || std::time::Instant::now() > deadline {
+            break refused;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !refused.is_empty(),
+        "signal-svc never tried to taint {spot}"
+    );
+    assert!(refused.iter().all(|r| r.status == 403), "{refused:?}");
+    // The node keeps no cutover taint, and signal-svc says why in its log.
+    let node = sb.ops.node(&spot).await.unwrap();
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert!(taints.iter().all(|t| t.key != SPOT_EVICTION), "{taints:?}");
+    let expected = format!(
+        "nodes \"{spot}\" is forbidden: User \"{SIGNAL_CALLER}\" cannot patch resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs: String = sb
+            .stack
+            .signals
+            .iter()
+            .filter_map(|s| s.proc.as_ref())
+            .map(|p| p.log_tail(400))
+            .collect();
+        if logs.contains(&expected) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal-svc did not log the refusal ({expected}):\n{logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    sb.stack.stop().await;
 }
 
 /// Waits until signal-svc has written `n` Node events (one per effective result).

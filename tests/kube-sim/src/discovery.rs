@@ -1,9 +1,9 @@
 //! Legacy (unaggregated) discovery documents. kubectl 1.32 asks for aggregated discovery
 //! first (`as=APIGroupDiscoveryList`) but falls back to these when the response's
 //! Content-Type is plain `application/json`, as it does against older servers.
-//! `/openapi/v2` and `/openapi/v3` are not served (404); `get`, `describe`, `taint` and
-//! `delete` do not need them.
+//! The resource lists are derived from [`View::ALL`]; OpenAPI is served by `openapi`.
 
+use crate::resource::View;
 use serde_json::{Value, json};
 
 /// The Kubernetes version this simulator claims to be.
@@ -21,9 +21,14 @@ const STD_VERBS: &[&str] = &[
 ];
 
 fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str], short: &[&str]) -> Value {
+    let singular = if name.contains('/') {
+        String::new()
+    } else {
+        kind.to_ascii_lowercase()
+    };
     let mut r = json!({
         "name": name,
-        "singularName": if name.contains('/') { "" } else { kind_singular(kind) },
+        "singularName": singular,
         "namespaced": namespaced,
         "kind": kind,
         "verbs": verbs,
@@ -34,22 +39,62 @@ fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str], short: &[&
     r
 }
 
-fn kind_singular(kind: &str) -> &'static str {
-    match kind {
-        "Node" => "node",
-        "Event" => "event",
-        "Lease" => "lease",
-        "Pod" => "pod",
-        "Namespace" => "namespace",
-        _ => "",
-    }
-}
-
-const GROUPS: &[&str] = &["events.k8s.io", "coordination.k8s.io"];
+/// The served API groups (besides the core group), in discovery order.
+pub const GROUPS: &[&str] = &[
+    "events.k8s.io",
+    "coordination.k8s.io",
+    crate::resource::RBAC_GROUP,
+];
 
 fn group(name: &str) -> Value {
     let gv = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
     json!({"name": name, "versions": [gv], "preferredVersion": gv})
+}
+
+/// The resources of a group's v1 (`""` for the core group) as an APIResourceList.
+fn resource_list(group_name: &str) -> Value {
+    let mut resources: Vec<Value> = View::ALL
+        .into_iter()
+        .filter(|v| v.group() == group_name)
+        .map(|v| {
+            resource(
+                v.plural(),
+                v.kind_name(),
+                v.kind().namespaced(),
+                STD_VERBS,
+                v.short_names(),
+            )
+        })
+        .collect();
+    if group_name.is_empty() {
+        resources.push(resource(
+            "namespaces",
+            "Namespace",
+            false,
+            &["get", "list"],
+            &["ns"],
+        ));
+        resources.push(resource(
+            "nodes/status",
+            "Node",
+            false,
+            &["get", "patch", "update"],
+            &[],
+        ));
+        resources.push(resource("pods", "Pod", true, &["get", "list"], &["po"]));
+    }
+    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let group_version = if group_name.is_empty() {
+        "v1".to_string()
+    } else {
+        format!("{group_name}/v1")
+    };
+    let mut list =
+        json!({"kind": "APIResourceList", "groupVersion": group_version, "resources": resources});
+    if !group_name.is_empty() {
+        list["apiVersion"] = json!("v1");
+    }
+    list
 }
 
 /// The discovery document at `path`, or None (404).
@@ -65,37 +110,28 @@ pub fn document(path: &str, server_address: &str) -> Option<Value> {
             "kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
         }),
-        "/api/v1" => json!({
-            "kind": "APIResourceList", "groupVersion": "v1",
-            "resources": [
-                resource("events", "Event", true, STD_VERBS, &["ev"]),
-                resource("namespaces", "Namespace", false, &["get", "list"], &["ns"]),
-                resource("nodes", "Node", false, STD_VERBS, &["no"]),
-                resource("nodes/status", "Node", false, &["get", "patch", "update"], &[]),
-                resource("pods", "Pod", true, &["get", "list"], &["po"]),
-            ]
-        }),
+        "/api/v1" => resource_list(""),
         "/apis" => json!({
             "kind": "APIGroupList", "apiVersion": "v1",
             "groups": GROUPS.iter().map(|g| group(g)).collect::<Vec<_>>()
         }),
-        "/apis/events.k8s.io/v1" => json!({
-            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "events.k8s.io/v1",
-            "resources": [resource("events", "Event", true, STD_VERBS, &["ev"])]
-        }),
-        "/apis/coordination.k8s.io/v1" => json!({
-            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "coordination.k8s.io/v1",
-            "resources": [resource("leases", "Lease", true, STD_VERBS, &[])]
-        }),
         other => {
-            let name = other.strip_prefix("/apis/")?;
-            if !GROUPS.contains(&name) {
-                return None;
+            let rest = other.strip_prefix("/apis/")?;
+            let (name, version) = match rest.split_once('/') {
+                Some((name, version)) => (name, Some(version)),
+                None => (rest, None),
+            };
+            let name = GROUPS.iter().find(|g| **g == name)?;
+            match version {
+                Some("v1") => resource_list(name),
+                Some(_) => return None,
+                None => {
+                    let mut g = group(name);
+                    g["kind"] = json!("APIGroup");
+                    g["apiVersion"] = json!("v1");
+                    g
+                }
             }
-            let mut g = group(name);
-            g["kind"] = json!("APIGroup");
-            g["apiVersion"] = json!("v1");
-            g
         }
     };
     Some(doc)
@@ -113,8 +149,10 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .len(),
-            2
+            3
         );
+        let rbac = document("/apis/rbac.authorization.k8s.io/v1", "a").unwrap();
+        assert_eq!(rbac["resources"].as_array().unwrap().len(), 4);
         assert_eq!(
             document("/apis/coordination.k8s.io", "a").unwrap()["kind"],
             "APIGroup"

@@ -1,11 +1,9 @@
-//! A kubeconfig pointing at the simulator: one cluster (plain HTTP), one user with a bearer
-//! token (accepted but not checked), one selected context with namespace `default`. The token
-//! is recorded with each request, so tests can tell callers apart (e.g. to compare what a
-//! component calls with its RBAC role).
+//! A kubeconfig pointing at the simulator: one cluster (plain HTTP, or HTTPS with the CA
+//! embedded), one user with a bearer token, one selected context with namespace `default`.
 
 use std::path::Path;
 
-/// The token written into kubeconfigs. The simulator does not check it.
+/// The token written into kubeconfigs of a simulator without `Security` (not checked).
 pub const TOKEN: &str = "kube-sim-token";
 
 /// The kubeconfig text for a server URL.
@@ -15,13 +13,27 @@ pub fn render(server: &str) -> String {
 
 /// The kubeconfig text for a server URL, with `token` as the caller's bearer token.
 pub fn render_as(server: &str, token: &str) -> String {
+    render_with(server, token, None)
+}
+
+/// The kubeconfig text, trusting `ca_pem` (as `certificate-authority-data`) when given.
+pub fn render_with(server: &str, token: &str, ca_pem: Option<&str>) -> String {
+    use base64::Engine;
+    let ca = ca_pem
+        .map(|pem| {
+            format!(
+                "\n    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            )
+        })
+        .unwrap_or_default();
     format!(
         "apiVersion: v1
 kind: Config
 clusters:
 - name: kube-sim
   cluster:
-    server: {server}
+    server: {server}{ca}
 users:
 - name: kube-sim
   user:

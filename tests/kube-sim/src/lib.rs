@@ -12,8 +12,10 @@
 //! # Running
 //!
 //! Binary: `kube-sim --listen 127.0.0.1:0 [--seed FILE | --preset aks|aks-ip|aks-multi-slb
-//! [--preset-nodes N]] [--kubeconfig PATH] [--bookmark-seconds S]`. The first stdout line is
-//! `listening on http://ADDR`; `--kubeconfig` writes a kubeconfig for kubectl and kube-rs.
+//! [--preset-nodes N]] [--kubeconfig PATH] [--bookmark-seconds S] [--secure]
+//! [--token-auth-file FILE]`. The first stdout line is `listening on http(s)://ADDR`;
+//! `--kubeconfig` writes a kubeconfig for kubectl and kube-rs (with `--secure`: the CA and
+//! an admin token in `system:masters`).
 //! The seed file format is documented in [`seed`] (example: `examples/seed.yaml`). Fault
 //! injection over HTTP is documented in [`control`].
 //!
@@ -35,13 +37,18 @@
 //!
 //! # Covered
 //! - Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{events.k8s.io,coordination.k8s.io}[/v1]`
-//!   (legacy documents; kubectl falls back to them). `/openapi/*` answers 404.
+//!   (legacy documents; kubectl falls back to them), and
+//!   `/apis/rbac.authorization.k8s.io[/v1]`.
+//! - OpenAPI v3 (`/openapi/v3` index and one document per group-version) and v2
+//!   (`/openapi/v2`, JSON only), generated from k8s-openapi's schemas (see [`openapi`]).
 //! - Nodes: list, get, watch, create, replace, patch, delete; `/status` get/replace/patch
 //!   (the main resource keeps the stored status, `/status` keeps the stored spec).
 //! - Events: one store, two views (core/v1, events.k8s.io/v1) with the field mapping of the
 //!   real conversion; legacy validation for core/v1, strict validation for events.k8s.io
 //!   creates, immutability for events.k8s.io updates.
 //! - Leases: get, list, create, replace (RV required, create-on-update), patch, delete.
+//! - ServiceAccounts (core/v1) and rbac.authorization.k8s.io/v1 Roles, ClusterRoles,
+//!   RoleBindings, ClusterRoleBindings: the same verbs as the other kinds.
 //! - One global resourceVersion; no-op writes do not bump it. Lists with `limit`/`continue`
 //!   over a snapshot (all pages report the snapshot RV; expired token → 410), exact-RV lists
 //!   rebuilt from history. Watches from unset/`0`/N with replay, too-old RV as HTTP 200 +
@@ -58,21 +65,32 @@
 //! - Fault injection (methods on [`KubeSim`] and `/_sim/...`, see [`control`]).
 //! - kubectl: `get` (server-side Table printing for nodes, events, leases, also on watches),
 //!   `describe node` (pods read as an empty list), `taint`, `cordon`, `label`, `delete`,
-//!   `get events -A`; `create -f`/`apply -f` need `--validate=false` (no OpenAPI served).
+//!   `get events -A`, and with no extra flags `create -f`, `apply -f` (client-side),
+//!   `replace -f`, `edit` and `explain`.
+//!
+//! - With [`Security`] (`--secure`): HTTPS with the simulator's own CA, bearer tokens (static
+//!   entries, ServiceAccount tokens from [`KubeSim::service_account_token`]; unknown token →
+//!   401 `Unauthorized`; none → `system:anonymous`) and RBAC on every request from the
+//!   stored Roles, ClusterRoles and bindings (403 with kube-apiserver's Status body and
+//!   message), `system:masters` as the admin group, the default discovery policy seeded.
+//!   Without it: plain HTTP, every caller may do everything.
 //!
 //! # Not covered
-//! - Authentication and authorization: any token (or none) is accepted.
+//! - Other authenticators (client certificates, OIDC, JWT verification of ServiceAccount
+//!   tokens: tokens are opaque), impersonation, the TokenRequest and
+//!   SubjectAccessReview APIs, RBAC escalation checks on role writes, aggregated ClusterRoles.
 //! - `fieldValidation=Strict`: unknown fields are dropped silently, never rejected; only the
 //!   types of the fields listed in `objects` are checked.
 //! - Server-side apply field ownership: apply merges the applied configuration into the live
 //!   object (creating it if missing), requires `fieldManager`, accepts `force`, but keeps no
 //!   `managedFields`, so it never reports ownership conflicts and never prunes fields.
 //! - Other resources (pods, namespaces are read-only and empty), protobuf, aggregated
-//!   discovery, OpenAPI, `deletecollection`, graceful deletion and finalizers,
+//!   discovery, OpenAPI patch-strategy extensions, `deletecollection`, graceful deletion and finalizers,
 //!   event TTL, watch-cache "too large RV" waits (answered with 504 at once), HTTP/2, TLS.
 //! - Bookmarks are sent on event watches too (a real server serves events uncached, from
 //!   etcd, without periodic bookmarks); kube-runtime handles either.
 
+pub mod auth;
 pub mod control;
 pub mod discovery;
 pub mod events;
@@ -81,6 +99,7 @@ pub mod handlers;
 pub mod kubeconfig;
 pub mod list;
 pub mod objects;
+pub mod openapi;
 pub mod params;
 pub mod patch;
 pub mod resource;
@@ -91,8 +110,10 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod watch;
 
+pub use auth::{Security, TokenEntry, User};
 pub use faults::{FailRule, RequestRecord};
 pub use seed::{Seed, SeedError};
 
@@ -108,6 +129,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
+/// The user name of [`KubeSim::admin_token`].
+pub const ADMIN_USER: &str = "kube-sim-admin";
+
 /// How to start a simulator.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -122,6 +146,9 @@ pub struct Options {
     /// Changes kept for watch replay (all kinds together); older RVs are too old (410).
     /// A real API server keeps about 75 s of node changes in its watch cache.
     pub history_limit: usize,
+    /// TLS, authentication and RBAC; `None` serves plain HTTP to anyone (every caller may
+    /// do everything, and the bearer token only names the caller in the request log).
+    pub security: Option<Security>,
 }
 
 impl Default for Options {
@@ -132,6 +159,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             history_limit: 10_000,
+            security: None,
         }
     }
 }
@@ -146,6 +174,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Seed(#[from] SeedError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// A running simulator. Dropping it without [`KubeSim::shutdown`] aborts the server task.
@@ -174,6 +204,29 @@ impl KubeSim {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
+        let security = match &options.security {
+            None => None,
+            Some(config) => {
+                for object in auth::rbac::bootstrap_policy() {
+                    seed::apply_object(&mut store, &object, &now)?;
+                }
+                let mut tokens = auth::Authenticator::default();
+                for entry in &config.tokens {
+                    tokens.add(entry.clone());
+                }
+                let admin_token = uuid::Uuid::new_v4().simple().to_string();
+                tokens.add(TokenEntry::new(
+                    &admin_token,
+                    ADMIN_USER,
+                    &[auth::tokens::MASTERS],
+                ));
+                Some(server::SecurityState {
+                    tls: tls::generate()?,
+                    tokens: Mutex::new(tokens),
+                    admin_token,
+                })
+            }
+        };
         options.seed.apply(&mut store, &now)?;
         let rv = store.current_rv();
         let shared = Arc::new(Shared {
@@ -190,6 +243,7 @@ impl KubeSim {
                 default_watch_timeout: options.default_watch_timeout,
             },
             address,
+            security,
         });
         let (stop, stop_rx) = signal::channel(false);
         let task = tokio::spawn(server::serve(listener, shared.clone(), stop_rx));
@@ -200,9 +254,71 @@ impl KubeSim {
         })
     }
 
-    /// `http://ADDR`, the cluster server URL.
+    /// `http://ADDR`, or `https://ADDR` with [`Security`]: the cluster server URL.
     pub fn url(&self) -> String {
-        format!("http://{}", self.shared.address)
+        let scheme = if self.shared.security.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.shared.address)
+    }
+
+    /// The cluster CA (PEM) clients must trust, with [`Security`].
+    pub fn ca_pem(&self) -> Option<String> {
+        self.shared.security.as_ref().map(|s| s.tls.ca_pem.clone())
+    }
+
+    /// A token of the built-in admin ([`ADMIN_USER`], group `system:masters`), with
+    /// [`Security`].
+    pub fn admin_token(&self) -> Option<String> {
+        self.shared.security.as_ref().map(|s| s.admin_token.clone())
+    }
+
+    /// Makes `entry.token` authenticate `entry.user` (no effect without [`Security`]).
+    pub fn add_token(&self, entry: TokenEntry) {
+        if let Some(s) = &self.shared.security {
+            s.tokens.lock().add(entry);
+        }
+    }
+
+    /// Issues a token for the ServiceAccount `namespace/name`, which must exist: requests
+    /// with it are `system:serviceaccount:<namespace>:<name>` in the groups
+    /// `system:serviceaccounts` and `system:serviceaccounts:<namespace>`.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, status::ApiError> {
+        let key = resource::Key::new(resource::Kind::ServiceAccount, namespace, name);
+        let uid = {
+            let state = self.shared.state.lock();
+            let sa = state.store.get(&key).ok_or_else(|| {
+                status::ApiError::not_found(resource::View::ServiceAccount.resource(), name)
+            })?;
+            sa["metadata"]["uid"].as_str().unwrap_or("").to_string()
+        };
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        self.add_token(TokenEntry {
+            token: token.clone(),
+            user: User::service_account(namespace, name, &uid),
+        });
+        Ok(token)
+    }
+
+    /// Stores manifests of served kinds (as [`Seed::objects`]), e.g. RBAC objects.
+    pub fn create_objects(&self, objects: &[serde_json::Value]) -> Result<(), SeedError> {
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        {
+            let mut state = self.shared.state.lock();
+            for o in objects {
+                seed::apply_object(&mut state.store, o, &now)?;
+            }
+        }
+        self.shared.notify();
+        Ok(())
     }
 
     /// The bound address.
@@ -210,15 +326,23 @@ impl KubeSim {
         self.shared.address
     }
 
-    /// Writes a kubeconfig for this simulator (usable by kubectl and kube-rs).
+    /// Writes a kubeconfig for this simulator (usable by kubectl and kube-rs); with
+    /// [`Security`] it carries the CA and the admin's token.
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        kubeconfig::write(path, &self.url())
+        let token = self
+            .admin_token()
+            .unwrap_or_else(|| kubeconfig::TOKEN.to_string());
+        self.write_kubeconfig_as(path, &token)
     }
 
-    /// Writes a kubeconfig whose bearer token is `caller`; requests made with it carry
-    /// `caller` in [`RequestRecord::caller`].
-    pub fn write_kubeconfig_as(&self, path: &Path, caller: &str) -> std::io::Result<()> {
-        kubeconfig::write_as(path, &self.url(), caller)
+    /// Writes a kubeconfig whose bearer token is `token` (and the CA, with [`Security`]).
+    /// Without [`Security`] the token itself names the caller in [`RequestRecord::caller`];
+    /// with it, the authenticated user's name does.
+    pub fn write_kubeconfig_as(&self, path: &Path, token: &str) -> std::io::Result<()> {
+        std::fs::write(
+            path,
+            kubeconfig::render_with(&self.url(), token, self.ca_pem().as_deref()),
+        )
     }
 
     /// Ends every open watch cleanly; clients re-watch from their last RV.

@@ -1,9 +1,9 @@
-//! `kube-sim` binary: starts the simulator, prints `listening on http://ADDR` as the first
+//! `kube-sim` binary: starts the simulator, prints `listening on http(s)://ADDR` as the first
 //! stdout line, optionally writes a kubeconfig, and serves until SIGINT/SIGTERM.
 
 use anyhow::Context;
 use clap::Parser;
-use kube_sim::{KubeSim, Options, Seed};
+use kube_sim::{KubeSim, Options, Security, Seed};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,6 +38,14 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, env = "KUBE_SIM_BOOKMARK_SECONDS", default_value_t = 60)]
     bookmark_seconds: u64,
+    /// Serve HTTPS with a fresh cluster CA, authenticate bearer tokens and authorize every
+    /// request with RBAC. The kubeconfig then carries the CA and an admin token.
+    #[arg(long, env = "KUBE_SIM_SECURE")]
+    secure: bool,
+    /// Static tokens (`token,user,uid,"group1,group2"` per line, like kube-apiserver's
+    /// --token-auth-file); implies --secure.
+    #[arg(long, env = "KUBE_SIM_TOKEN_AUTH_FILE")]
+    token_auth_file: Option<PathBuf>,
     /// Log filter (tracing EnvFilter syntax).
     #[arg(long, env = "KUBE_SIM_LOG", default_value = "info")]
     log: String,
@@ -55,10 +63,22 @@ async fn main() -> anyhow::Result<()> {
         (None, Some(name)) => Seed::preset(name, args.preset_nodes).context("--preset")?,
         (None, None) => Seed::default(),
     };
+    let security = match (&args.token_auth_file, args.secure) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--token-auth-file {}", path.display()))?;
+            let tokens = kube_sim::auth::tokens::parse_token_file(&text)
+                .map_err(|e| anyhow::anyhow!("--token-auth-file {}: {e}", path.display()))?;
+            Some(Security { tokens })
+        }
+        (None, true) => Some(Security::default()),
+        (None, false) => None,
+    };
     let sim = KubeSim::start(Options {
         listen: args.listen,
         seed,
         bookmark_interval: Duration::from_secs(args.bookmark_seconds.max(1)),
+        security,
         ..Options::default()
     })
     .await?;

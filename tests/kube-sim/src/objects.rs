@@ -234,6 +234,26 @@ fn check_shape(view: View, v: &Value) -> Result<(), ApiError> {
             check(&mut errs, &v["count"], "count", Ty::Int);
             check(&mut errs, &v["series"]["count"], "series.count", Ty::Int);
         }
+        View::ServiceAccount => check(&mut errs, &v["secrets"], "secrets", Ty::List),
+        View::ClusterRole | View::Role => check_rules(&mut errs, v),
+        View::ClusterRoleBinding | View::RoleBinding => {
+            check(&mut errs, &v["roleRef"], "roleRef", Ty::Obj);
+            for f in ["apiGroup", "kind", "name"] {
+                check(
+                    &mut errs,
+                    &v["roleRef"][f],
+                    &format!("roleRef.{f}"),
+                    Ty::Str,
+                );
+            }
+            check(&mut errs, &v["subjects"], "subjects", Ty::List);
+            for s in v["subjects"].as_array().into_iter().flatten() {
+                check(&mut errs, s, "subjects", Ty::Obj);
+                for f in ["apiGroup", "kind", "name", "namespace"] {
+                    check(&mut errs, &s[f], &format!("subjects.{f}"), Ty::Str);
+                }
+            }
+        }
     }
     match errs.first() {
         None => Ok(()),
@@ -244,6 +264,33 @@ fn check_shape(view: View, v: &Value) -> Result<(), ApiError> {
             view.kind_name()
         ))),
     }
+}
+
+/// `rules[]` of a (Cluster)Role: lists of strings.
+fn check_rules(errs: &mut Vec<String>, v: &Value) {
+    check(errs, &v["rules"], "rules", Ty::List);
+    for r in v["rules"].as_array().into_iter().flatten() {
+        check(errs, r, "rules", Ty::Obj);
+        for f in [
+            "apiGroups",
+            "resources",
+            "verbs",
+            "resourceNames",
+            "nonResourceURLs",
+        ] {
+            check(errs, &r[f], &format!("rules.{f}"), Ty::List);
+            for item in r[f].as_array().into_iter().flatten() {
+                check(errs, item, &format!("rules.{f}"), Ty::Str);
+            }
+        }
+    }
+}
+
+fn rbac_kind(view: View) -> bool {
+    matches!(
+        view,
+        View::ClusterRole | View::ClusterRoleBinding | View::Role | View::RoleBinding
+    )
 }
 
 /// RFC 1123 subdomain, the rule for object names.
@@ -270,6 +317,15 @@ pub fn validate(view: View, v: &Value) -> Vec<FieldError> {
             "metadata.name",
             "name or generateName is required",
         ));
+    } else if rbac_kind(view) {
+        // RBAC objects only need to be valid path segments (`system:discovery` is fine).
+        if name == "." || name == ".." || name.contains('/') || name.contains('%') {
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &Value::String(name.into()),
+                "may not contain '/' or '%' and may not be '.' or '..'",
+            ));
+        }
     } else if !is_dns_subdomain(name) {
         errs.push(FieldError::invalid(
             "metadata.name",
@@ -300,7 +356,43 @@ pub fn validate(view: View, v: &Value) -> Vec<FieldError> {
                 ));
             }
         }
-        View::CoreEvent | View::EventsV1 => {}
+        View::CoreEvent | View::EventsV1 | View::ServiceAccount => {}
+        View::ClusterRole | View::Role => {
+            for (i, r) in v["rules"].as_array().into_iter().flatten().enumerate() {
+                if r["verbs"].as_array().is_none_or(|a| a.is_empty()) {
+                    errs.push(FieldError::required(
+                        format!("rules[{i}].verbs"),
+                        "verbs must contain at least one value",
+                    ));
+                }
+            }
+        }
+        View::ClusterRoleBinding | View::RoleBinding => {
+            let r = &v["roleRef"];
+            if r["name"].as_str().unwrap_or("").is_empty() {
+                errs.push(FieldError::required("roleRef.name", ""));
+            }
+            let kind = r["kind"].as_str().unwrap_or("");
+            let allowed: &[&str] = if view == View::RoleBinding {
+                &["Role", "ClusterRole"]
+            } else {
+                &["ClusterRole"]
+            };
+            if !allowed.contains(&kind) {
+                errs.push(FieldError::not_supported(
+                    "roleRef.kind",
+                    &r["kind"],
+                    allowed,
+                ));
+            }
+            if r["apiGroup"].as_str() != Some(crate::resource::RBAC_GROUP) {
+                errs.push(FieldError::not_supported(
+                    "roleRef.apiGroup",
+                    &r["apiGroup"],
+                    &[crate::resource::RBAC_GROUP],
+                ));
+            }
+        }
     }
     errs
 }

@@ -10,12 +10,20 @@ pub enum Kind {
     Node,
     Event,
     Lease,
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
 }
 
 impl Kind {
     /// Cluster-scoped kinds have no namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node)
+        !matches!(
+            self,
+            Kind::Node | Kind::ClusterRole | Kind::ClusterRoleBinding
+        )
     }
 
     /// Resources served from the watch cache in a real API server. Events are served
@@ -32,58 +40,128 @@ pub enum View {
     CoreEvent,
     EventsV1,
     Lease,
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
 }
 
-impl View {
-    pub const ALL: [View; 4] = [View::Node, View::CoreEvent, View::EventsV1, View::Lease];
+/// What URLs, discovery and OpenAPI say about a view: `(kind, group, plural, short names)`.
+struct Names {
+    kind: Kind,
+    group: &'static str,
+    kind_name: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+}
 
-    pub fn kind(self) -> Kind {
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+impl View {
+    pub const ALL: [View; 9] = [
+        View::Node,
+        View::CoreEvent,
+        View::EventsV1,
+        View::Lease,
+        View::ServiceAccount,
+        View::ClusterRole,
+        View::ClusterRoleBinding,
+        View::Role,
+        View::RoleBinding,
+    ];
+
+    fn names(self) -> Names {
+        let n = |kind, group, kind_name, plural, short| Names {
+            kind,
+            group,
+            kind_name,
+            plural,
+            short,
+        };
         match self {
-            View::Node => Kind::Node,
-            View::CoreEvent | View::EventsV1 => Kind::Event,
-            View::Lease => Kind::Lease,
+            View::Node => n(Kind::Node, "", "Node", "nodes", &["no"]),
+            View::CoreEvent => n(Kind::Event, "", "Event", "events", &["ev"]),
+            View::EventsV1 => n(Kind::Event, "events.k8s.io", "Event", "events", &["ev"]),
+            View::Lease => n(Kind::Lease, "coordination.k8s.io", "Lease", "leases", &[]),
+            View::ServiceAccount => n(
+                Kind::ServiceAccount,
+                "",
+                "ServiceAccount",
+                "serviceaccounts",
+                &["sa"],
+            ),
+            View::ClusterRole => n(
+                Kind::ClusterRole,
+                RBAC_GROUP,
+                "ClusterRole",
+                "clusterroles",
+                &[],
+            ),
+            View::ClusterRoleBinding => n(
+                Kind::ClusterRoleBinding,
+                RBAC_GROUP,
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                &[],
+            ),
+            View::Role => n(Kind::Role, RBAC_GROUP, "Role", "roles", &[]),
+            View::RoleBinding => n(
+                Kind::RoleBinding,
+                RBAC_GROUP,
+                "RoleBinding",
+                "rolebindings",
+                &[],
+            ),
         }
     }
 
+    pub fn kind(self) -> Kind {
+        self.names().kind
+    }
+
     pub fn group(self) -> &'static str {
-        match self {
-            View::Node | View::CoreEvent => "",
-            View::EventsV1 => "events.k8s.io",
-            View::Lease => "coordination.k8s.io",
-        }
+        self.names().group
     }
 
     /// `v1` or `group/v1`.
     pub fn api_version(self) -> &'static str {
-        match self {
-            View::Node | View::CoreEvent => "v1",
-            View::EventsV1 => "events.k8s.io/v1",
-            View::Lease => "coordination.k8s.io/v1",
+        match self.group() {
+            "" => "v1",
+            "events.k8s.io" => "events.k8s.io/v1",
+            "coordination.k8s.io" => "coordination.k8s.io/v1",
+            _ => "rbac.authorization.k8s.io/v1",
         }
     }
 
     pub fn kind_name(self) -> &'static str {
-        match self {
-            View::Node => "Node",
-            View::CoreEvent | View::EventsV1 => "Event",
-            View::Lease => "Lease",
-        }
+        self.names().kind_name
     }
 
     pub fn list_kind(self) -> &'static str {
-        match self {
-            View::Node => "NodeList",
-            View::CoreEvent | View::EventsV1 => "EventList",
-            View::Lease => "LeaseList",
+        match self.kind_name() {
+            "Node" => "NodeList",
+            "Event" => "EventList",
+            "Lease" => "LeaseList",
+            "ServiceAccount" => "ServiceAccountList",
+            "ClusterRole" => "ClusterRoleList",
+            "ClusterRoleBinding" => "ClusterRoleBindingList",
+            "Role" => "RoleList",
+            _ => "RoleBindingList",
         }
     }
 
     pub fn plural(self) -> &'static str {
-        match self {
-            View::Node => "nodes",
-            View::CoreEvent | View::EventsV1 => "events",
-            View::Lease => "leases",
-        }
+        self.names().plural
+    }
+
+    /// The lower-case singular (`node`, `clusterrolebinding`), as discovery names it.
+    pub fn singular(self) -> String {
+        self.kind_name().to_ascii_lowercase()
+    }
+
+    pub fn short_names(self) -> &'static [&'static str] {
+        self.names().short
     }
 
     pub fn resource(self) -> Resource {
@@ -98,6 +176,13 @@ impl View {
         View::ALL
             .into_iter()
             .find(|v| v.group() == group && v.plural() == plural)
+    }
+
+    /// The view for a `(apiVersion, kind)` pair, as found in a manifest.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<View> {
+        View::ALL
+            .into_iter()
+            .find(|v| v.api_version() == api_version && v.kind_name() == kind)
     }
 }
 

@@ -9,6 +9,8 @@ use crate::resource::View;
 pub enum Route {
     /// `/version`, `/api`, `/apis`, ... served by `discovery`.
     Discovery(String),
+    /// `/openapi/v2`, `/openapi/v3[/...]`, served by `openapi`.
+    OpenApi(String),
     /// `/_sim/...` control endpoints (the part after `/_sim/`).
     Control(String),
     /// A served resource.
@@ -46,6 +48,9 @@ pub fn route(path: &str) -> Route {
         return Route::Control(rest.trim_end_matches('/').to_string());
     }
     let trimmed = path.trim_end_matches('/');
+    if trimmed == "/openapi/v2" || trimmed == "/openapi/v3" || trimmed.starts_with("/openapi/v3/") {
+        return Route::OpenApi(trimmed.to_string());
+    }
     let parts: Vec<&str> = trimmed.split('/').skip(1).collect();
     match parts.as_slice() {
         ["version"] | ["api"] | ["apis"] | ["api", "v1"] | ["apis", _] | ["apis", _, _] => {

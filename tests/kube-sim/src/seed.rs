@@ -109,6 +109,11 @@ pub struct Seed {
     /// core/v1 Event objects.
     #[serde(default)]
     pub events: Vec<Value>,
+    /// Manifests of any served kind with `apiVersion` and `kind` (ServiceAccounts, RBAC
+    /// objects, Leases, ...), as `kubectl create -f` would take them. Namespaced objects
+    /// without a namespace go to `default`.
+    #[serde(default)]
+    pub objects: Vec<Value>,
 }
 
 impl Seed {
@@ -168,7 +173,7 @@ impl Seed {
             .collect();
         Ok(Seed {
             nodes,
-            events: Vec::new(),
+            ..Seed::default()
         })
     }
 
@@ -220,8 +225,45 @@ impl Seed {
                     reason: e.to_string(),
                 })?;
         }
+        for o in &self.objects {
+            apply_object(store, o, now)?;
+        }
         Ok(())
     }
+}
+
+/// Stores one manifest of a served kind, stamped as a create would stamp it.
+pub fn apply_object(store: &mut Store, o: &Value, now: &str) -> Result<(), SeedError> {
+    let api_version = o["apiVersion"].as_str().unwrap_or("");
+    let kind = o["kind"].as_str().unwrap_or("");
+    let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let invalid = |reason: String| SeedError::Invalid {
+        what: "object",
+        name: format!("{kind}/{name}"),
+        reason,
+    };
+    let view = crate::resource::View::from_type(api_version, kind)
+        .ok_or_else(|| invalid(format!("{api_version} {kind} is not served")))?;
+    let mut obj = objects::to_stored(view, o);
+    if let Some(e) = objects::validate(view, &obj).first() {
+        return Err(invalid(format!("{}: {}", e.field, e.body)));
+    }
+    let namespaced = view.kind().namespaced();
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+        .to_string();
+    objects::stamp_create(
+        &mut obj,
+        namespaced.then_some(ns.as_str()),
+        uuid::Uuid::new_v4().to_string(),
+        now,
+    );
+    store
+        .create(Key::new(view.kind(), &ns, &name), obj)
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(())
 }
 
 /// A full Node object for a seed entry: labels, providerID, taints, addresses, a Ready

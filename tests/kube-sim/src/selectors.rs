@@ -135,7 +135,12 @@ fn stored_field(view: View, field: &str) -> Option<String> {
         View::Node => ["metadata.name", "metadata.namespace", "spec.unschedulable"]
             .contains(&field)
             .then(|| field.to_string()),
-        View::Lease => ["metadata.name", "metadata.namespace"]
+        View::Lease
+        | View::ServiceAccount
+        | View::ClusterRole
+        | View::ClusterRoleBinding
+        | View::Role
+        | View::RoleBinding => ["metadata.name", "metadata.namespace"]
             .contains(&field)
             .then(|| field.to_string()),
         View::CoreEvent => EVENT_FIELDS.contains(&field).then(|| field.to_string()),

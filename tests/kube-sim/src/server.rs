@@ -1,11 +1,13 @@
 //! HTTP/1.1 serving (hyper 1): the accept loop, per-request fault injection and logging,
 //! and dispatch to discovery, control, resource handlers and watches.
 
+use crate::auth::{Attributes, rbac};
 use crate::control;
 use crate::discovery;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
 use crate::handlers;
 use crate::list::Pager;
+use crate::openapi;
 use crate::router::{self, Route};
 use crate::status::ApiError;
 use crate::store::Store;
@@ -55,6 +57,16 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub tunables: Tunables,
     pub address: SocketAddr,
+    /// TLS, tokens and RBAC; None serves plain HTTP to anyone.
+    pub security: Option<SecurityState>,
+}
+
+/// What [`crate::Security`] turns on, ready to serve.
+#[derive(Debug)]
+pub struct SecurityState {
+    pub tls: crate::tls::Tls,
+    pub tokens: Mutex<crate::auth::Authenticator>,
+    pub admin_token: String,
 }
 
 impl Shared {
@@ -80,15 +92,24 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
                     }
                 };
                 let shared = shared.clone();
+                let acceptor = shared.security.as_ref().map(|s| s.tls.acceptor.clone());
                 conns.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let shared = shared.clone();
                         async move { Ok::<_, Infallible>(handle(shared, req).await) }
                     });
-                    if let Err(e) = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
+                    let http = hyper::server::conn::http1::Builder::new();
+                    let result = match acceptor {
+                        None => http.serve_connection(TokioIo::new(stream), service).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(tls) => http.serve_connection(TokioIo::new(tls), service).await,
+                            Err(e) => {
+                                tracing::debug!(error = %e, "TLS handshake failed");
+                                return;
+                            }
+                        },
+                    };
+                    if let Err(e) = result {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                 });
@@ -98,6 +119,37 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         }
     }
     conns.abort_all();
+}
+
+/// `/openapi/v2` and `/openapi/v3[/<group-version>]`.
+fn openapi_response(path: &str, req: &Req) -> Result<Response<Body>, ApiError> {
+    if req.method != Method::GET {
+        return Err(ApiError::path_not_found());
+    }
+    if !openapi::accepts_json(&req.accept) {
+        // Only JSON is served; client-go answers 406 by trying its next option.
+        return Err(ApiError::not_acceptable(&["application/json"]));
+    }
+    let docs = &*openapi::DOCUMENTS;
+    let (body, immutable) = match path {
+        "/openapi/v2" => (&docs.v2, false),
+        "/openapi/v3" => (&docs.index, false),
+        other => {
+            let key = other.trim_start_matches("/openapi/v3/");
+            let doc = docs.v3.get(key).ok_or_else(ApiError::path_not_found)?;
+            // A URL carrying the current hash never changes, so clients may cache it for good.
+            (&doc.body, req.param("hash") == Some(doc.hash.as_str()))
+        }
+    };
+    let mut resp = raw_json_response(200, body.clone());
+    let cache = if immutable {
+        "public, immutable"
+    } else {
+        "no-cache, private"
+    };
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    Ok(resp)
 }
 
 /// A JSON response.
@@ -184,11 +236,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let caller = req
+    let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
     let body = match read_body(req.into_body()).await {
         Ok(b) => b,
@@ -208,6 +259,19 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 
     let watch = req.param("watch").is_some_and(|w| w == "true" || w == "1");
+    let (caller, denied) =
+        authenticate_and_authorize(&shared, authorization.as_deref(), &route, &req, watch);
+    if let Some(e) = denied {
+        let resp = error_response(&e);
+        shared.faults.lock().record(RequestRecord {
+            method: req.method.to_string(),
+            path: path_and_query,
+            status: resp.status().as_u16(),
+            content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
+            caller,
+        });
+        return resp;
+    }
     let collection = matches!(&route, Route::Resource(t) if t.name.is_none());
     let info = RequestInfo {
         method: req.method.as_str(),
@@ -239,6 +303,35 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         caller,
     });
     resp
+}
+
+/// The caller's name for the request log, and the 401/403 if the request may not proceed.
+/// Without security the bearer token itself names the caller and everything is allowed.
+fn authenticate_and_authorize(
+    shared: &Shared,
+    authorization: Option<&str>,
+    route: &Route,
+    req: &Req,
+    watch: bool,
+) -> (Option<String>, Option<ApiError>) {
+    let Some(security) = &shared.security else {
+        let token = authorization.and_then(|v| v.strip_prefix("Bearer "));
+        return (token.map(str::to_string), None);
+    };
+    let user = match security.tokens.lock().authenticate(authorization) {
+        Ok(user) => user,
+        Err(_) => return (None, Some(ApiError::unauthorized())),
+    };
+    let attrs = Attributes::of(route, req.method.as_str(), &req.path, watch);
+    let decision = rbac::authorize(&shared.state.lock().store, &user, &attrs);
+    match decision {
+        rbac::Decision::Allow => (Some(user.name), None),
+        rbac::Decision::Deny { reason } => {
+            let e = rbac::forbidden(&user, &attrs, &reason);
+            tracing::info!(user = %user.name, message = %e.message, "forbidden");
+            (Some(user.name), Some(e))
+        }
+    }
 }
 
 /// Gives an injected 404/409/410 the body the real server would send for this route, so
@@ -276,6 +369,7 @@ fn dispatch(shared: &Arc<Shared>, route: Route, req: &Req, watch: bool) -> Respo
                     .ok_or_else(ApiError::path_not_found)
             }
         }
+        Route::OpenApi(path) => openapi_response(&path, req),
         Route::Empty(target) => handlers::empty(&target, req),
         Route::Resource(target) => {
             if watch && target.name.is_none() && req.method == Method::GET {

@@ -136,6 +136,28 @@ impl ApiError {
         self
     }
 
+    /// 401, for a bearer token the server does not know.
+    pub fn unauthorized() -> Self {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 with the authorizer's message (see `auth::rbac::forbidden`).
+    pub fn forbidden(message: String, details: Value) -> Self {
+        ApiError::new(403, "Forbidden", message).with_details(details)
+    }
+
+    /// 406 for an Accept header naming no media type this endpoint serves.
+    pub fn not_acceptable(supported: &[&str]) -> Self {
+        ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                supported.join(", ")
+            ),
+        )
+    }
+
     /// 404 `nodes "x" not found`.
     pub fn not_found(resource: Resource, name: &str) -> Self {
         ApiError::new(

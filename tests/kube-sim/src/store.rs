@@ -83,9 +83,16 @@ impl Store {
 
     /// Objects of `kind`, in key order (namespace, then name), optionally in one namespace.
     pub fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<(Key, Arc<Value>)> {
+        // Keys sort by kind, then namespace: one range instead of a scan of every object
+        // (RBAC checks list bindings on every request, next to thousands of nodes).
+        let start = Key {
+            kind,
+            namespace: namespace.unwrap_or("").to_string(),
+            name: String::new(),
+        };
         self.objects
-            .iter()
-            .filter(|(k, _)| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns))
+            .range(start..)
+            .take_while(|(k, _)| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }

@@ -153,6 +153,32 @@ fn columns(view: View) -> Vec<Value> {
             column("Holder", "string", "", 0, "The holder of the lease."),
             age,
         ],
+        View::ServiceAccount => vec![
+            name,
+            column(
+                "Secrets",
+                "string",
+                "",
+                0,
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+            ),
+            age,
+        ],
+        View::ClusterRole | View::Role => vec![
+            name,
+            column(
+                "Created At",
+                "date",
+                "",
+                0,
+                "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            ),
+        ],
+        View::ClusterRoleBinding | View::RoleBinding => vec![
+            name,
+            column("Role", "string", "", 0, "Role referenced by this binding."),
+            age,
+        ],
     }
 }
 
@@ -319,6 +345,24 @@ fn row(view: View, stored: &Value, object: Value, now: jiff::Timestamp) -> Value
         View::Node => node_cells(stored, now),
         View::CoreEvent | View::EventsV1 => event_cells(stored, now),
         View::Lease => lease_cells(stored, now),
+        View::ServiceAccount => vec![
+            json!(stored["metadata"]["name"]),
+            json!(stored["secrets"].as_array().map_or(0, Vec::len)),
+            json!(since(&stored["metadata"]["creationTimestamp"], now)),
+        ],
+        View::ClusterRole | View::Role => vec![
+            json!(stored["metadata"]["name"]),
+            json!(stored["metadata"]["creationTimestamp"]),
+        ],
+        View::ClusterRoleBinding | View::RoleBinding => vec![
+            json!(stored["metadata"]["name"]),
+            json!(format!(
+                "{}/{}",
+                stored["roleRef"]["kind"].as_str().unwrap_or(""),
+                stored["roleRef"]["name"].as_str().unwrap_or("")
+            )),
+            json!(since(&stored["metadata"]["creationTimestamp"], now)),
+        ],
     };
     json!({"cells": cells, "object": object})
 }

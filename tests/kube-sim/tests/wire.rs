@@ -451,7 +451,15 @@ async fn discovery_documents() {
     assert!(resources.contains(&"nodes".to_string()) && resources.contains(&"events".to_string()));
     let r = raw(&sim, "GET", "/apis", None, b"").await;
     assert_eq!(r.json()["kind"], "APIGroupList");
-    assert_eq!(raw(&sim, "GET", "/openapi/v2", None, b"").await.status, 404);
+    let v2 = raw(&sim, "GET", "/openapi/v2", None, b"").await;
+    assert_eq!(v2.status, 200);
+    assert_eq!(v2.json()["swagger"], "2.0");
+    assert_eq!(
+        raw(&sim, "GET", "/openapi/v3/apis/apps/v1", None, b"")
+            .await
+            .status,
+        404
+    );
     assert_eq!(
         raw(&sim, "GET", "/version", None, b"").await.json()["major"],
         "1"

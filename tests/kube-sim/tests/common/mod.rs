@@ -81,14 +81,34 @@ pub async fn raw(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Raw {
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|ct| ("Content-Type", ct))
+        .into_iter()
+        .collect();
+    raw_with(sim, method, path, &headers, body).await
+}
+
+/// A GET with extra request headers.
+pub async fn raw_get(sim: &KubeSim, path: &str, headers: &[(&str, &str)]) -> Raw {
+    raw_with(sim, "GET", path, headers, b"").await
+}
+
+/// Sends one HTTP/1.1 request with `Connection: close` and the given headers.
+pub async fn raw_with(
+    sim: &KubeSim,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Raw {
     let mut stream = tokio::net::TcpStream::connect(sim.address()).await.unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
         sim.address(),
         body.len()
     );
-    if let Some(ct) = content_type {
-        head.push_str(&format!("Content-Type: {ct}\r\n"));
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await.unwrap();
