@@ -17,6 +17,14 @@ fn secs(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |ms| format!("{:.2}", ms / 1000.0))
 }
 
+/// Measured cut p99 over the ideal single writer's p99 for the same signals ("-" without one).
+fn ratio(cut: &[f64], ideal: &[f64]) -> String {
+    match (percentile(cut, 99.0), percentile(ideal, 99.0)) {
+        (Some(c), Some(i)) if i > 0.0 => format!("{:.2}", c / i),
+        _ => "-".into(),
+    }
+}
+
 /// Probe window cutover races against: two failed probes five seconds apart.
 pub const PROBE_WINDOW_MS: f64 = 10_000.0;
 
@@ -34,6 +42,8 @@ pub fn summary(preset: &str, outcomes: &[Outcome]) -> String {
             o.cut_ms.len().to_string(),
             secs(percentile(&o.cut_ms, 50.0)),
             secs(percentile(&o.cut_ms, 99.0)),
+            secs(percentile(&o.ideal_cut_ms, 99.0)),
+            ratio(&o.cut_ms, &o.ideal_cut_ms),
             secs(percentile(&o.restore_ms, 50.0)),
             secs(percentile(&o.restore_ms, 99.0)),
             o.reads.to_string(),
@@ -54,6 +64,8 @@ pub fn summary(preset: &str, outcomes: &[Outcome]) -> String {
         all_cut.len().to_string(),
         secs(percentile(&all_cut, 50.0)),
         secs(percentile(&all_cut, 99.0)),
+        "-".into(),
+        "-".into(),
         secs(percentile(&all_restore, 50.0)),
         secs(percentile(&all_restore, 99.0)),
         reads.to_string(),
@@ -74,6 +86,8 @@ pub fn summary(preset: &str, outcomes: &[Outcome]) -> String {
             "cuts",
             "cut p50 s",
             "cut p99 s",
+            "ideal p99 s",
+            "ratio",
             "restore p50 s",
             "restore p99 s",
             "ARM reads",

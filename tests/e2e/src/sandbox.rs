@@ -24,6 +24,9 @@ pub struct Outcome {
     pub cut_ms: Vec<f64>,
     /// Signal removed to effective `None` on every entry, per node (ms).
     pub restore_ms: Vec<f64>,
+    /// What the ideal single writer would have taken for the same cut signals (ms), for
+    /// scenarios that measure it (`wave::ideal_ms`).
+    pub ideal_cut_ms: Vec<f64>,
     pub reads: usize,
     pub writes: usize,
     pub throttled: usize,

@@ -22,11 +22,12 @@ pub enum Scenario {
     ThrottlingStorm,
     SignalLeaderKill,
     ActuatorKill,
+    ActuatorFrozen,
     OutsideWriter,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::OutOfService,
         Scenario::Shutdown,
         Scenario::SpotNotice,
@@ -36,6 +37,7 @@ impl Scenario {
         Scenario::ThrottlingStorm,
         Scenario::SignalLeaderKill,
         Scenario::ActuatorKill,
+        Scenario::ActuatorFrozen,
         Scenario::OutsideWriter,
     ];
 
@@ -46,6 +48,7 @@ impl Scenario {
             Scenario::ThrottlingStorm
                 | Scenario::SignalLeaderKill
                 | Scenario::ActuatorKill
+                | Scenario::ActuatorFrozen
                 | Scenario::OutsideWriter
         )
     }
@@ -61,6 +64,7 @@ impl Scenario {
             Scenario::ThrottlingStorm => "ARM throttling storm",
             Scenario::SignalLeaderKill => "signal-svc leader killed",
             Scenario::ActuatorKill => "actuator killed",
+            Scenario::ActuatorFrozen => "actuator frozen mid-wave, then woken",
             Scenario::OutsideWriter => "outside writer resets an entry",
         }
     }
@@ -111,6 +115,7 @@ pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome 
         Scenario::ThrottlingStorm => throttling_storm(sb, &mut outcome, &mut windows).await,
         Scenario::SignalLeaderKill => leader_kill(sb, &mut outcome, &mut windows).await,
         Scenario::ActuatorKill => actuator_kill(sb, &mut outcome, &mut windows).await,
+        Scenario::ActuatorFrozen => actuator_frozen(sb, &mut outcome, &mut windows).await,
         Scenario::OutsideWriter => outside_writer(sb, &mut outcome, &mut windows).await,
     };
     if let Err(e) = result {
@@ -372,6 +377,18 @@ async fn wave_step(
             .ok_or_else(|| anyhow::anyhow!("{n}: no {state:?} after its signal"))?;
         latencies.push(ms(d));
     }
+    if state == State::Down {
+        let signals: Vec<f64> = signalled_at
+            .iter()
+            .map(|(_, at)| ms(at.duration_since(t0)))
+            .collect();
+        let tuning = &sb.stack.options.arm_tuning;
+        outcome.ideal_cut_ms.extend(crate::wave::ideal_ms(
+            &signals,
+            tuning.latency_ms.put as f64,
+            tuning.completion_delay_ms as f64,
+        ));
+    }
     let last = signalled_at.last().map_or(t0, |(_, t)| *t);
     Ok((t0, last))
 }
@@ -477,6 +494,60 @@ async fn actuator_kill(
     }
     sb.stack.wait_ready(WAIT).await?;
     windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    Ok(())
+}
+
+/// One actuator replica freezes (SIGSTOP: a hung node, a partition without RST) while a
+/// 16-node wave is tainted; the load balancers it owned move to the live replicas and every
+/// node is cut. Then it wakes up: it must write nothing stale.
+async fn actuator_frozen(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let spot = sb.unused_count("spotpool").min(8);
+    let mut nodes = sb.fresh_nodes("spotpool", spot)?;
+    nodes.extend(sb.fresh_nodes("userpool", 16 - spot)?);
+    let pid = sb.stack.actuators[0]
+        .proc
+        .as_ref()
+        .and_then(|p| p.pid())
+        .ok_or_else(|| anyhow::anyhow!("actuator-0 is not running"))?;
+    let freeze = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        crate::procs::signal_pid(pid, "STOP").await;
+        jiff::Timestamp::now()
+    };
+    let (frozen_at, step) = tokio::join!(freeze, wave_step(sb, outcome, &nodes, State::Down));
+    let (t0, _) = step?;
+    let log = crate::observe::changes(&sb.stack.arm);
+    let last = nodes
+        .iter()
+        .filter_map(|n| {
+            crate::judge::time_to_effective(&sb.stack.cluster, &log, n, State::Down, t0)
+        })
+        .max()
+        .unwrap_or_default();
+    outcome.lines.push(format!(
+        "  froze {} (SIGSTOP) {:.1} s into a {}-node wave; every node Down {:.1} s after the freeze",
+        sb.stack.actuators[0].name,
+        ms(frozen_at.duration_since(t0)) / 1000.0,
+        nodes.len(),
+        (ms(last) - ms(frozen_at.duration_since(t0))) / 1000.0,
+    ));
+    crate::procs::signal_pid(pid, "CONT").await;
+    let woke = jiff::Timestamp::now();
+    windows.push(woke);
+    // Woken with a lapsed assignment and stale views: nothing may change.
+    outcome
+        .problems
+        .extend(sb.expect_no_change(woke, Duration::from_secs(5)).await);
+    outcome.lines.push(format!(
+        "  woke {} (SIGCONT): no entry changed in the next 5 s",
+        sb.stack.actuators[0].name
+    ));
+    let (t1, _) = wave_step(sb, outcome, &nodes, State::None).await?;
+    windows.push(t1);
     Ok(())
 }
 

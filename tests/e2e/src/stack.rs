@@ -25,8 +25,6 @@ pub struct StackOptions {
     pub signals: usize,
     /// ARM latencies and operation completion time.
     pub arm_tuning: arm_sim::faults::Tuning,
-    /// signal-svc's lease duration (failover time bound).
-    pub lease_duration_secs: u64,
     /// Where logs, certificates, the kubeconfig and azure.json go.
     pub run_dir: PathBuf,
     /// ServiceAccounts and RBAC objects loaded into kube-sim; `None` loads deploy/base's
@@ -35,7 +33,9 @@ pub struct StackOptions {
 }
 
 impl StackOptions {
-    /// Realistic ARM timings: PUT ~200 ms, operation completion ~2 s.
+    /// Realistic ARM timings: PUT ~200 ms, operation completion ~2 s, and NRP's cadence:
+    /// operation polls and lock conflicts answered with `Retry-After: 10`. Three actuator
+    /// replicas, as deploy/'s AKS overlay runs.
     pub fn realistic(preset: &str, nodes: usize, run_dir: PathBuf) -> Self {
         let mut tuning = arm_sim::faults::Tuning::default();
         tuning.latency_ms.get = 60;
@@ -44,14 +44,13 @@ impl StackOptions {
         tuning.latency_ms.poll = 40;
         tuning.latency_ms.token = 50;
         tuning.completion_delay_ms = 2000;
-        tuning.retry_after_secs = 1;
+        let tuning = tuning.with_cadence(arm_sim::faults::Cadence::Azure);
         StackOptions {
             preset: preset.to_string(),
             nodes,
-            actuators: 2,
+            actuators: 3,
             signals: 2,
             arm_tuning: tuning,
-            lease_duration_secs: 6,
             run_dir,
             kube_objects: None,
         }
@@ -60,6 +59,9 @@ impl StackOptions {
     /// Fast timings for tests.
     pub fn fast(preset: &str, nodes: usize, run_dir: PathBuf) -> Self {
         let mut options = Self::realistic(preset, nodes, run_dir);
+        // Two replicas keep the test suite's process count (and CI time) down; the sandbox and
+        // wave_bench run three.
+        options.actuators = 2;
         options.arm_tuning = arm_sim::faults::Tuning {
             completion_delay_ms: 300,
             ..arm_sim::faults::Tuning::default()
@@ -217,10 +219,6 @@ impl Stack {
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg("--namespace=cutover")
             .arg(format!("--identity={name}"))
-            .arg(format!(
-                "--lease-duration={}s",
-                self.options.lease_duration_secs
-            ))
             .arg(format!("--actuator-endpoints={}", endpoints.join(",")))
             .arg(format!("--tls-ca={}", p.ca.display()))
             .arg(format!("--tls-cert={}", p.signal.cert.display()))

@@ -29,6 +29,26 @@ struct Cli {
     /// Where logs, certificates, kubeconfig and azure.json go (default: target/sandbox/<time>).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
+    /// ARM's answer cadence: `azure` (operation polls and lock conflicts say Retry-After 10,
+    /// as NRP does for Standard LB writes) or `fast` (1 s).
+    #[arg(long, default_value = "azure", value_parser = ["azure", "fast"], global = true)]
+    cadence: String,
+    /// actuator-svc replicas.
+    #[arg(long, default_value_t = 3, global = true)]
+    actuators: usize,
+}
+
+/// The stack the sandbox runs for `preset`.
+fn stack_options(cli: &Cli, preset: &str, nodes: usize, dir: PathBuf) -> StackOptions {
+    let mut o = StackOptions::realistic(preset, nodes, dir);
+    let cadence = if cli.cadence == "fast" {
+        arm_sim::faults::Cadence::Fast
+    } else {
+        arm_sim::faults::Cadence::Azure
+    };
+    o.arm_tuning = o.arm_tuning.with_cadence(cadence);
+    o.actuators = cli.actuators.max(1);
+    o
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,15 +90,15 @@ async fn main() -> ExitCode {
     let result = match &cli.command {
         None => {
             run(
+                &cli,
                 &dir,
-                cli.nodes,
                 200,
                 &["aks".into(), "aks-ip".into(), "aks-multi-slb".into()],
             )
             .await
         }
-        Some(Command::Run { wave, presets }) => run(&dir, cli.nodes, *wave, presets).await,
-        Some(Command::Serve { preset }) => serve(&dir, cli.nodes, preset).await,
+        Some(Command::Run { wave, presets }) => run(&cli, &dir, *wave, presets).await,
+        Some(Command::Serve { preset }) => serve(&cli, &dir, preset).await,
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -91,11 +111,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(
+    cli: &Cli,
     dir: &std::path::Path,
-    nodes: usize,
     wave: usize,
     presets: &[String],
 ) -> anyhow::Result<bool> {
+    let nodes = cli.nodes;
     let mut all_ok = true;
     let mut summaries = Vec::new();
     for (i, preset) in presets.iter().enumerate() {
@@ -110,7 +131,9 @@ async fn run(
         };
         let size = if i == 0 { nodes } else { 24 };
         println!(
-            "== {preset}: {size} nodes, 2 signal-svc, 2 actuator-svc; logs in {}",
+            "== {preset}: {size} nodes, 2 signal-svc, {} actuator-svc, ARM cadence {}; logs in {}",
+            cli.actuators,
+            cli.cadence,
             dir.join(preset).display()
         );
         if i == 0 {
@@ -119,8 +142,7 @@ async fn run(
             );
         }
         let started = std::time::Instant::now();
-        let mut sb =
-            Sandbox::start(StackOptions::realistic(preset, size, dir.join(preset))).await?;
+        let mut sb = Sandbox::start(stack_options(cli, preset, size, dir.join(preset))).await?;
         println!(
             "   up and ready in {:.1} s",
             started.elapsed().as_secs_f64()
@@ -155,8 +177,9 @@ async fn run(
     Ok(all_ok)
 }
 
-async fn serve(dir: &std::path::Path, nodes: usize, preset: &str) -> anyhow::Result<bool> {
-    let mut sb = Sandbox::start(StackOptions::realistic(preset, nodes, dir.to_path_buf())).await?;
+async fn serve(cli: &Cli, dir: &std::path::Path, preset: &str) -> anyhow::Result<bool> {
+    let nodes = cli.nodes;
+    let mut sb = Sandbox::start(stack_options(cli, preset, nodes, dir.to_path_buf())).await?;
     let stack = &sb.stack;
     let abs = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let endpoints = json!({
