@@ -1,4 +1,4 @@
-//! Whole-system tests: both simulators, two signal-svc and two actuator-svc processes, the
+//! Whole-system tests: both simulators, two signal-svc and two or three actuator-svc processes, the
 //! scenarios of the sandbox, asserted on the exact end state of every backend entry and on the
 //! absence of flapping (each entry changes at most once per transition, read from the ARM
 //! simulator's effective log). ARM timings are shortened so the suite stays quick; the
@@ -35,6 +35,27 @@ fn assert_passed(outcomes: &[Outcome]) {
         "scenarios failed:\n{}",
         failed.join("\n")
     );
+}
+
+/// Three actuator replicas, each writing the load balancers the signal-svc leader assigns
+/// it: a wave and a replica frozen (SIGSTOP) mid-wave end exact, no entry changes twice in one
+/// transition, and the woken replica writes nothing (`Scenario::ActuatorFrozen` judges that).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_through_a_wave_and_a_frozen_replica() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let dir = std::env::temp_dir().join(format!("cutover-e2e-three-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut options = StackOptions::fast("aks", 48, dir);
+    options.actuators = 3;
+    let mut sb = Sandbox::start(options).await.unwrap();
+    let outcomes = play_all(
+        &mut sb,
+        &[Scenario::UpgradeWave, Scenario::ActuatorFrozen],
+        20,
+    )
+    .await;
+    sb.stack.stop().await;
+    assert_passed(&outcomes);
 }
 
 async fn play_all(sb: &mut Sandbox, scenarios: &[Scenario], wave: usize) -> Vec<Outcome> {
