@@ -21,6 +21,7 @@ pub mod cache;
 pub mod config;
 pub mod credentials;
 pub mod grpc;
+pub mod guard;
 pub mod index;
 pub mod metrics;
 pub mod ownership;

@@ -10,6 +10,7 @@ use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType}
 use crate::config::cli::Args;
 use crate::credentials;
 use crate::grpc::{self, TlsFiles, auth::AllowLists, service::ActuatorService};
+use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::state::Store;
 use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
@@ -151,6 +152,9 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             base: args.poll_interval,
             ..PollPace::default()
         },
+        guard: Guard::new(args.max_down_share)
+            .map_err(anyhow::Error::msg)
+            .context("--max-down-share")?,
         ..WriterConfig::new(args.write_strategy)
     };
     let in_flight = Arc::new(InFlight::default());

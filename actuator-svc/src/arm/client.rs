@@ -319,7 +319,6 @@ impl ArmClient {
         Ok(answer)
     }
 
-
     /// GET the load balancer (pools embedded), as raw bytes. `Ok(None)` when it does not exist.
     pub async fn get_lb(&self, lb: &str) -> Result<Option<bytes::Bytes>, ArmError> {
         let path = self.lb_id(lb);
