@@ -28,4 +28,5 @@ pub mod ownership;
 pub mod plan;
 pub mod runtime;
 pub mod state;
+pub mod tools;
 pub mod writer;
