@@ -87,6 +87,9 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
         "1h",
         "--poll-interval",
         "1s",
+        // Every node goes Down in the mass case: the blast-radius guard is lifted.
+        "--max-down-share",
+        "1.0",
     ])
     .unwrap();
     let running = runtime::start(args, EnvOverrides::default()).await.unwrap();

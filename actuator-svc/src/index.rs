@@ -20,7 +20,7 @@
 use crate::arm::doc::{self, LbSummary, PoolSummary, PoolUse, Provisioning};
 use crate::arm::ids::{self, IpConfigOwner, VmRef};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -399,6 +399,25 @@ impl PoolIndex {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Per pool of `lb`: how many entries it has and the names of those reading `Down` (for the
+    /// blast-radius guard, `guard.rs`).
+    pub fn pool_downs(&self, lb: &str) -> BTreeMap<String, (usize, BTreeSet<String>)> {
+        let mut out: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
+        for idx in self.lbs.iter().filter(|l| l.name.eq_ignore_ascii_case(lb)) {
+            for e in &idx.entries {
+                let Some(pool) = idx.pools.get(usize::from(e.pool)) else {
+                    continue;
+                };
+                let slot = out.entry(pool.name.to_string()).or_default();
+                slot.0 += 1;
+                if e.admin == Admin::Down {
+                    slot.1.insert(e.name.to_string());
+                }
+            }
+        }
+        out
     }
 
     /// The entries of `node`, on the load balancer `lb` only when given.

@@ -36,6 +36,9 @@ pub struct Metrics {
     completion_poll: Gauge<f64, AtomicU64>,
     completion_lag: Histogram,
     unprobed_entries: Family<Labels, Gauge>,
+    guard_refused: Family<Labels, Gauge>,
+    tool_limited: Family<Labels, Counter>,
+    unknown_answers: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -135,6 +138,24 @@ impl Metrics {
             "Backend entries in pools that no load-balancing rule with a health probe uses: admin state has no effect on them, by load balancer",
             unprobed_entries.clone(),
         );
+        let guard_refused = Family::<Labels, Gauge>::default();
+        registry.register(
+            "guard_refused_nodes",
+            "Nodes the blast-radius guard keeps from going Down (over --max-down-share of a pool), by load balancer",
+            guard_refused.clone(),
+        );
+        let tool_limited = Family::<Labels, Counter>::default();
+        registry.register(
+            "tool_rate_limited",
+            "Tool RPCs refused with RESOURCE_EXHAUSTED by the per-identity rate limit, by RPC",
+            tool_limited.clone(),
+        );
+        let unknown_answers = Family::<Labels, Counter>::default();
+        registry.register(
+            "unknown_node_answers",
+            "Tool RPCs for nodes with no backend entry, by how they were answered (negative cache or one pool refresh)",
+            unknown_answers.clone(),
+        );
         Self {
             registry: root,
             arm_requests,
@@ -152,6 +173,9 @@ impl Metrics {
             completion_poll,
             completion_lag,
             unprobed_entries,
+            guard_refused,
+            tool_limited,
+            unknown_answers,
         }
     }
 
@@ -231,5 +255,20 @@ impl Metrics {
         self.unprobed_entries
             .get_or_create(&labels(&[("load_balancer", lb)]))
             .set(entries as i64);
+    }
+    pub fn guard_refused(&self, lb: &str, nodes: usize) {
+        self.guard_refused
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .set(nodes as i64);
+    }
+    pub fn tool_limited(&self, rpc: &str) {
+        self.tool_limited
+            .get_or_create(&labels(&[("rpc", rpc)]))
+            .inc();
+    }
+    pub fn unknown_answer(&self, how: &str) {
+        self.unknown_answers
+            .get_or_create(&labels(&[("answer", how)]))
+            .inc();
     }
 }

@@ -6,8 +6,9 @@
 //! write (coalescing without a timer). Entries already in the desired state are left out
 //! (no-op writes are skipped); entries of nodes we do not assert are never touched.
 
-use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex};
-use std::collections::BTreeMap;
+use crate::guard::{Candidate, Decision, Guard, PoolCount};
+use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex, Resolved};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One node asserted on this load balancer.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct TargetPlan {
     /// True when every entry already reads the desired state.
     pub already: bool,
     pub notes: Vec<String>,
+    /// Set when the blast-radius guard keeps this node from going `Down` (the reason).
+    pub refused: Option<String>,
 }
 
 /// One write round on one load balancer.
@@ -44,29 +47,41 @@ impl LbPlan {
 }
 
 /// Plans a round on `lb`. Later targets win when two claim the same entry (the caller orders
-/// them by receipt, so the newest instruction stands).
-pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
+/// them by receipt, so the newest instruction stands). `guard` decides which `Down` targets
+/// may be cut (`guard.rs`); a refused one is planned as `None` (its entries are left to, or
+/// given back to, the health probe) and carries the reason.
+pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target], guard: &Guard) -> LbPlan {
+    let resolved: Vec<_> = targets
+        .iter()
+        .map(|t| index.resolve(&t.node, Some(lb)))
+        .collect();
+    let refused = guard_round(index, lb, targets, &resolved, guard);
     let mut wanted: BTreeMap<(String, String), (bool, Admin)> = BTreeMap::new();
     let mut plans = Vec::with_capacity(targets.len());
-    for t in targets {
-        let resolved = index.resolve(&t.node, Some(lb));
-        let mut already = true;
-        let mut entries = Vec::with_capacity(resolved.entries.len());
-        for e in resolved.entries {
-            let holds = e.settled && reads_as(e.admin, t.desired);
+    for ((t, r), refusal) in targets.iter().zip(resolved).zip(refused) {
+        let desired = if refusal.is_some() {
+            Admin::None
+        } else {
+            t.desired
+        };
+        let mut already = refusal.is_none();
+        let mut entries = Vec::with_capacity(r.entries.len());
+        for e in r.entries {
+            let holds = e.settled && reads_as(e.admin, desired);
             if !holds {
                 already = false;
             }
-            wanted.insert((e.pool.clone(), e.entry.clone()), (holds, t.desired));
+            wanted.insert((e.pool.clone(), e.entry.clone()), (holds, desired));
             let mut e = e;
-            e.admin = t.desired;
+            e.admin = desired;
             entries.push(e);
         }
         plans.push(TargetPlan {
             key: t.key.clone(),
             entries,
             already,
-            notes: resolved.notes,
+            notes: r.notes,
+            refused: refusal,
         });
     }
     let mut changes: BTreeMap<String, BTreeMap<String, Admin>> = BTreeMap::new();
@@ -79,6 +94,68 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target]) -> LbPlan {
         changes,
         targets: plans,
     }
+}
+
+/// The guard's refusals for `targets` (same order): counts every pool of `lb` from the read.
+fn guard_round(
+    index: &PoolIndex,
+    lb: &str,
+    targets: &[Target],
+    resolved: &[Resolved],
+    guard: &Guard,
+) -> Vec<Option<String>> {
+    let mut out = vec![None; targets.len()];
+    if guard.share() >= 1.0 || !targets.iter().any(|t| t.desired == Admin::Down) {
+        return out;
+    }
+    let claimed: BTreeSet<(&str, &str)> = resolved
+        .iter()
+        .flat_map(|r| r.entries.iter())
+        .map(|e| (e.pool.as_str(), e.entry.as_str()))
+        .collect();
+    let pools: BTreeMap<String, PoolCount> = index
+        .pool_downs(lb)
+        .into_iter()
+        .map(|(pool, (total, down))| {
+            let foreign_down = down
+                .iter()
+                .filter(|e| !claimed.contains(&(pool.as_str(), e.as_str())))
+                .count();
+            (
+                pool,
+                PoolCount {
+                    total,
+                    foreign_down,
+                },
+            )
+        })
+        .collect();
+    let (slots, candidates): (Vec<usize>, Vec<Candidate>) = targets
+        .iter()
+        .zip(resolved)
+        .enumerate()
+        .filter(|(_, (t, r))| t.desired == Admin::Down && !r.entries.is_empty())
+        .map(|(i, (_, r))| {
+            let mut per_pool: BTreeMap<String, usize> = BTreeMap::new();
+            for e in &r.entries {
+                *per_pool.entry(e.pool.clone()).or_default() += 1;
+            }
+            let incumbent = r.entries.iter().any(|e| e.admin == Admin::Down);
+            (
+                i,
+                Candidate {
+                    per_pool,
+                    incumbent,
+                },
+            )
+        })
+        .unzip();
+    for (slot, decision) in slots.into_iter().zip(guard.admit(&pools, &candidates)) {
+        if let Decision::Refuse(reason) = decision {
+            out[slot] = Some(reason);
+        }
+    }
+    out
 }
 
 /// True when an entry reading `current` is in state `desired` (an absent field reads `None`).
@@ -112,6 +189,10 @@ mod tests {
         (PoolIndex::build(&lbs, NicMap::new()), lbs)
     }
 
+    fn off() -> Guard {
+        Guard::off()
+    }
+
     fn mk_target(i: u8, desired: Admin) -> Target {
         Target {
             key: format!("uid{i}"),
@@ -135,6 +216,7 @@ mod tests {
             &idx,
             "kubernetes",
             &[mk_target(1, Admin::Down), mk_target(2, Admin::Down)],
+            &off(),
         );
         assert_eq!(plan.changes.len(), 2, "both pools");
         assert_eq!(plan.entry_count(), 4);
@@ -152,11 +234,17 @@ mod tests {
             &idx,
             "kubernetes",
             &[mk_target(3, Admin::Down), mk_target(1, Admin::None)],
+            &off(),
         );
         assert!(plan.changes.is_empty());
         assert!(plan.targets.iter().all(|t| t.already));
         // Another LB: nothing there.
-        let other = plan_lb(&idx, "kubernetes-internal", &[mk_target(1, Admin::Down)]);
+        let other = plan_lb(
+            &idx,
+            "kubernetes-internal",
+            &[mk_target(1, Admin::Down)],
+            &off(),
+        );
         assert!(other.changes.is_empty() && other.targets[0].entries.is_empty());
     }
 
@@ -166,7 +254,7 @@ mod tests {
         lbs[0].pools[0]["properties"]["provisioningState"] = json!("Failed");
         let idx = PoolIndex::build(&lbs, NicMap::new());
         // node3 reads Down, but the operation that set it failed: not a fact yet.
-        let plan = plan_lb(&idx, "kubernetes", &[mk_target(3, Admin::Down)]);
+        let plan = plan_lb(&idx, "kubernetes", &[mk_target(3, Admin::Down)], &off());
         assert_eq!(plan.changes.keys().collect::<Vec<_>>(), vec!["kubernetes"]);
         assert!(!plan.targets[0].already);
     }
@@ -178,10 +266,78 @@ mod tests {
             &idx,
             "kubernetes",
             &[mk_target(1, Admin::Down), mk_target(1, Admin::None)],
+            &off(),
         );
         assert!(
             plan.changes.is_empty(),
             "the newest instruction (None) is already true"
         );
+    }
+
+    fn refused(plan: &LbPlan) -> Vec<&str> {
+        plan.targets
+            .iter()
+            .filter(|t| t.refused.is_some())
+            .map(|t| t.key.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn the_guard_counts_entries_down_for_others_and_refuses_over_the_share() {
+        let (idx, _) = mk_index();
+        let half = Guard::new(0.5).unwrap();
+        // Three entries per pool, limit 1, node3 already Down for someone else: no room.
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(1, Admin::Down), mk_target(2, Admin::Down)],
+            &half,
+        );
+        assert!(plan.changes.is_empty());
+        assert_eq!(refused(&plan), vec!["uid1", "uid2"]);
+        let reason = plan.targets[0].refused.as_deref().unwrap();
+        assert!(reason.starts_with("blast-radius guard:"), "{reason}");
+        assert!(plan.targets.iter().all(|t| !t.already));
+    }
+
+    #[test]
+    fn the_guard_keeps_the_node_already_cut_and_admits_others_once_it_is_restored() {
+        let (idx, _) = mk_index();
+        let half = Guard::new(0.5).unwrap();
+        // node3 (already Down, signalled later) keeps its place; node1 waits.
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(1, Admin::Down), mk_target(3, Admin::Down)],
+            &half,
+        );
+        assert_eq!(refused(&plan), vec!["uid1"]);
+        assert!(plan.changes.is_empty() && plan.targets[1].already);
+        // node3 restored: node1 goes Down in the same round.
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(1, Admin::Down), mk_target(3, Admin::None)],
+            &half,
+        );
+        assert!(refused(&plan).is_empty());
+        for pool in ["kubernetes", "kubernetes-IPv6"] {
+            assert_eq!(plan.changes[pool]["node1"], Admin::Down);
+            assert_eq!(plan.changes[pool]["node3"], Admin::None);
+        }
+    }
+
+    #[test]
+    fn a_refused_node_already_down_is_given_back_to_the_health_probe() {
+        let (idx, _) = mk_index();
+        // 0.3 of three entries: none may be Down.
+        let plan = plan_lb(
+            &idx,
+            "kubernetes",
+            &[mk_target(3, Admin::Down)],
+            &Guard::new(0.3).unwrap(),
+        );
+        assert_eq!(refused(&plan), vec!["uid3"]);
+        assert_eq!(plan.changes["kubernetes"]["node3"], Admin::None);
     }
 }

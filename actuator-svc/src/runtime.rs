@@ -3,15 +3,17 @@
 
 use crate::admin;
 use crate::arm::ArmClient;
-use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits};
+use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits, ToolShare};
 use crate::arm::client::Scope;
 use crate::cache::SharedCache;
 use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType};
 use crate::config::cli::Args;
 use crate::credentials;
 use crate::grpc::{self, TlsFiles, auth::AllowLists, service::ActuatorService};
+use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::state::Store;
+use crate::tools::{ToolLimiter, UnknownNodes};
 use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
 use parking_lot::Mutex;
@@ -151,6 +153,9 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             base: args.poll_interval,
             ..PollPace::default()
         },
+        guard: Guard::new(args.max_down_share)
+            .map_err(anyhow::Error::msg)
+            .context("--max-down-share")?,
         ..WriterConfig::new(args.write_strategy)
     };
     let in_flight = Arc::new(InFlight::default());
@@ -221,6 +226,14 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         identity: args.identity.clone(),
         cluster_name: args.cluster_name.clone(),
         shutdown: shutdown_rx.clone(),
+        guard: writer_cfg.guard.clone(),
+        limiter: Arc::new(ToolLimiter::new(args.tool_rate, args.tool_burst)),
+        unknown: Arc::new(UnknownNodes::new(args.unknown_node_refresh)),
+        tool_reads: Arc::new(Mutex::new(ToolShare::new(
+            read,
+            tokio::time::Instant::now(),
+        ))),
+        metrics: metrics.clone(),
     };
     // gRPC health follows /ready: NOT_SERVING until the token and pool index are ready, and
     // again from the start of the drain.

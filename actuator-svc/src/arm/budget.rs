@@ -196,6 +196,47 @@ impl Budget {
     }
 }
 
+/// The share of the read budget that tool-initiated reads (fresh `GetNodeAdminState`, the
+/// negative cache's pool refresh) may use, so the cutover stream keeps priority: a tool read
+/// needs a token of its own, smaller bucket (a fifth of the shared rate and burst) *and* the
+/// shared read bucket at least half full. Tools therefore never spend the half of the burst
+/// the writers rely on for a mass cutover, and when the writers drain the bucket, tool reads
+/// wait (or are refused) while stream reads keep going. Chosen over a priority queue inside
+/// the client because it needs no change to how the writers call ARM, and stays pure.
+#[derive(Debug, Clone)]
+pub struct ToolShare {
+    own: Bucket,
+    shared_capacity: f64,
+    reserve: f64,
+}
+
+impl ToolShare {
+    /// Below this fill of the shared read bucket, tool reads wait.
+    pub const RESERVE: f64 = 0.5;
+
+    /// The tool share of the shared read limits `read`.
+    pub fn new(read: Limits, now: Instant) -> Self {
+        Self {
+            own: Bucket::new((read.bucket / 5).max(1), read.qps / 5.0, now),
+            shared_capacity: f64::from(read.bucket.max(1)),
+            reserve: Self::RESERVE,
+        }
+    }
+
+    /// Asks for one tool read, given the shared read bucket's `fill` (0..=1) and sustained
+    /// `rate`. The token of the shared bucket itself is taken by the request as usual.
+    pub fn acquire(&mut self, fill: f64, rate: f64, now: Instant) -> Verdict {
+        if fill < self.reserve {
+            let missing = (self.reserve - fill) * self.shared_capacity;
+            return Verdict::Wait(Duration::from_secs_f64(missing / rate.max(0.001)));
+        }
+        match self.own.take(now) {
+            Ok(()) => Verdict::Go,
+            Err(wait) => Verdict::Wait(wait),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +311,29 @@ mod tests {
             b.acquire(Class::Write, t0),
             Verdict::Wait(Duration::from_secs(1))
         );
+    }
+
+    #[test]
+    fn tool_reads_get_a_fifth_and_never_the_reserved_half() {
+        let t0 = Instant::now();
+        let read = Limits {
+            bucket: 60,
+            qps: 6.0,
+        };
+        let mut share = ToolShare::new(read, t0);
+        // A full shared bucket: 12 tool reads at once, then 1.2/s.
+        for _ in 0..12 {
+            assert_eq!(share.acquire(1.0, 6.0, t0), Verdict::Go);
+        }
+        assert!(matches!(share.acquire(1.0, 6.0, t0), Verdict::Wait(_)));
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(share.acquire(0.9, 6.0, later), Verdict::Go);
+        // The writers drained the shared bucket to 20 %: tool reads wait until it is half
+        // full again, 18 tokens at 6/s = 3 s, whatever their own bucket holds.
+        let much_later = t0 + Duration::from_secs(60);
+        let Verdict::Wait(wait) = share.acquire(0.2, 6.0, much_later) else {
+            panic!("a tool read went out below the reserve");
+        };
+        assert!((wait.as_secs_f64() - 3.0).abs() < 0.01, "{wait:?}");
     }
 }

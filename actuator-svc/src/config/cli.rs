@@ -29,6 +29,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Parses `--max-down-share`: a share in (0, 1].
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number (e.g. 0.5)"))?;
+    crate::guard::Guard::new(v).map(|g| g.share())
+}
+
+/// Parses a positive rate per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive rate per second")),
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -118,6 +135,21 @@ pub struct Args {
         requires = "tls_client_ca"
     )]
     pub signal_clients: Vec<String>,
+    /// The most of a pool's entries held Down at once (blast-radius guard): nodes over it are
+    /// left to the health probe and reported (FAILED, will retry) until held nodes are
+    /// restored; the first signalled are cut first. 1.0 lets every entry go Down.
+    #[arg(long, env = "ACTUATOR_MAX_DOWN_SHARE", default_value_t = crate::guard::DEFAULT_MAX_DOWN_SHARE, value_parser = parse_share)]
+    pub max_down_share: f64,
+    /// Tool RPCs (Set, Get, List) per second per client identity; more get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "ACTUATOR_TOOL_RATE", default_value_t = 10.0, value_parser = parse_rate)]
+    pub tool_rate: f64,
+    /// Burst of tool RPCs per client identity.
+    #[arg(long, env = "ACTUATOR_TOOL_BURST", default_value_t = 20)]
+    pub tool_burst: u32,
+    /// Tool requests for nodes with no backend entry re-read the pools at most this often;
+    /// in between they are answered from the negative cache without ARM calls.
+    #[arg(long, env = "ACTUATOR_UNKNOWN_NODE_REFRESH", default_value = "5s", value_parser = parse_duration)]
+    pub unknown_node_refresh: Duration,
     /// Client identities allowed to call the tool RPCs.
     #[arg(
         long,
@@ -162,6 +194,26 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn guard_and_tool_limits() {
+        let d = Args::try_parse_from(["actuator-svc", "--cloud-config", "x"]).unwrap();
+        assert_eq!(d.max_down_share, 0.5);
+        assert_eq!((d.tool_rate, d.tool_burst), (10.0, 20));
+        assert_eq!(d.unknown_node_refresh, Duration::from_secs(5));
+        for bad in ["0", "1.5", "-1", "half"] {
+            let r = Args::try_parse_from([
+                "actuator-svc",
+                "--cloud-config",
+                "x",
+                "--max-down-share",
+                bad,
+            ]);
+            assert!(r.is_err(), "{bad}");
+        }
+        assert!(parse_rate("0").is_err());
+        assert_eq!(parse_share("1.0"), Ok(1.0));
     }
 
     #[test]

@@ -4,15 +4,20 @@
 use super::auth::{AllowLists, Role};
 use super::validate::{self, Desired};
 use crate::arm::ArmClient;
+use crate::arm::budget::{ToolShare, Verdict};
 use crate::arm::doc;
 use crate::cache::SharedCache;
+use crate::guard::Guard;
+use crate::index::NodeSpec;
 use crate::index::{LbIndex, PoolIndex};
+use crate::metrics::Metrics;
 use crate::ownership::Grant;
 use crate::state::{Offer, Source, Store, admin_to_proto, entry_ref};
+use crate::tools::{Lookup, ToolLimiter, UnknownNodes, caller_identity};
 use cutover_proto::v1::actuator_server::Actuator;
 use cutover_proto::v1::{
     ActuatorMessage, AdminState, GetNodeAdminStateRequest, GetNodeAdminStateResponse, HeldNode,
-    HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeResult, ResultPhase,
+    HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeRef, NodeResult, ResultPhase,
     SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, WaitFor,
     WatchResultsRequest, actuator_message, signal_message,
 };
@@ -37,6 +42,13 @@ pub struct ActuatorService {
     pub cluster_name: String,
     /// Turns true on drain: open streams end so the server can stop.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The blast-radius guard (what it refuses shows in `GetNodeAdminState` notes).
+    pub guard: Guard,
+    /// Tool traffic protection (`tools`).
+    pub limiter: Arc<ToolLimiter>,
+    pub unknown: Arc<UnknownNodes>,
+    pub tool_reads: Arc<Mutex<ToolShare>>,
+    pub metrics: Arc<Metrics>,
 }
 
 type ResultStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -263,9 +275,14 @@ fn reached(r: &NodeResult, wait: WaitFor) -> bool {
 }
 
 impl ActuatorService {
-    /// Reads every managed LB from ARM now (one GET each, in parallel).
+    /// Reads every managed LB from ARM now (one GET each, in parallel), each read within the
+    /// tool share of the read budget.
     async fn fresh_index(&self) -> Result<PoolIndex, Status> {
-        let reads = self.store.lbs().into_iter().map(|lb| {
+        let lbs = self.store.lbs();
+        for _ in &lbs {
+            self.tool_read_permit().await?;
+        }
+        let reads = lbs.into_iter().map(|lb| {
             let arm = self.arm.clone();
             async move { (lb.clone(), arm.get_lb(&lb).await) }
         });
@@ -289,6 +306,88 @@ impl ActuatorService {
         let (cached, _) = self.cache.index(None);
         Ok(cached.with_lbs(lbs))
     }
+
+    /// Waits for a tool read within `ToolShare` (the stream keeps priority); refuses when the
+    /// wait would be long.
+    async fn tool_read_permit(&self) -> Result<(), Status> {
+        const MAX_WAIT: Duration = Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + MAX_WAIT;
+        loop {
+            let (fill, rate) = self.arm.read_headroom();
+            let now = tokio::time::Instant::now();
+            let verdict = self.tool_reads.lock().acquire(fill, rate, now);
+            match verdict {
+                Verdict::Go => return Ok(()),
+                Verdict::Wait(d) if now + d <= deadline => {
+                    tokio::time::sleep(d.max(Duration::from_millis(10))).await
+                }
+                Verdict::Wait(d) => {
+                    return Err(Status::resource_exhausted(format!(
+                        "the ARM read budget is kept for the cutover stream now; retry in {} ms or ask without fresh",
+                        d.as_millis().max(1)
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The per-identity tool rate limit.
+    fn limit<T>(&self, request: &Request<T>, rpc: &str) -> Result<(), Status> {
+        self.limiter
+            .check(&caller_identity(request), rpc)
+            .inspect_err(|_| self.metrics.tool_limited(rpc))
+    }
+
+    /// For a node without any backend entry in the cached pools and not held: the answer of
+    /// the negative cache (`Some`, no ARM call between refreshes), or `None` when the node
+    /// has entries after all (then `fresh` is the index that has them).
+    async fn unknown_node(&self, node: &NodeRef, spec: &NodeSpec) -> Result<Unknown, Status> {
+        if !self.cache.built(&self.store.lbs()) || self.store.find(&node.uid, &node.name).is_some()
+        {
+            return Ok(Unknown::No);
+        }
+        let (cached, _) = self.cache.index(None);
+        if !cached.resolve(spec, None).entries.is_empty() {
+            return Ok(Unknown::No);
+        }
+        let lookup = self
+            .unknown
+            .recheck(spec, || async {
+                // Standalone NICs (VMSS Flex, availability sets) are in the NIC list, which its
+                // refresher re-reads early at most every few seconds.
+                self.cache.request_nic_refresh();
+                self.fresh_index().await
+            })
+            .await?;
+        Ok(match lookup {
+            Lookup::Found(index) => {
+                self.metrics.unknown_answer("found_on_refresh");
+                Unknown::FoundIn(index)
+            }
+            Lookup::Unknown { age, refreshed } => {
+                self.metrics.unknown_answer(if refreshed {
+                    "refreshed"
+                } else {
+                    "negative_cache"
+                });
+                Unknown::Yes(format!(
+                    "node has no backend entries (pools re-read {:.1} s ago; nodes without entries are answered from that read, which is repeated at most every {} s)",
+                    age.as_secs_f64(),
+                    self.unknown.interval().as_secs_f64()
+                ))
+            }
+        })
+    }
+}
+
+/// What the negative cache says about a tool request's node.
+enum Unknown {
+    /// Resolvable from the cached pools (or already held): the usual path.
+    No,
+    /// Found only in a fresh re-read.
+    FoundIn(PoolIndex),
+    /// No entries anywhere: the note to answer with.
+    Yes(String),
 }
 
 #[tonic::async_trait]
@@ -311,6 +410,7 @@ impl Actuator for ActuatorService {
         request: Request<SetNodeAdminStateRequest>,
     ) -> Result<Response<SetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
+        self.limit(&request, "SetNodeAdminState")?;
         let req = request.into_inner();
         let validate::SetRequest {
             node,
@@ -320,6 +420,25 @@ impl Actuator for ActuatorService {
             wait,
             timeout,
         } = validate::set_request(&req)?;
+        if let Unknown::Yes(note) = self.unknown_node(&node, &spec).await? {
+            // Nothing to write and nothing held: answered without waking the writers.
+            let now = prost_types::Timestamp::from(std::time::SystemTime::now());
+            return Ok(Response::new(SetNodeAdminStateResponse {
+                result: Some(NodeResult {
+                    node: Some(node),
+                    version: Some(self.store.next_tool_version()),
+                    desired: admin_to_proto(desired) as i32,
+                    phase: ResultPhase::Effective as i32,
+                    reason: note,
+                    will_retry: false,
+                    entries: Vec::new(),
+                    at: Some(now),
+                    received_at: Some(now),
+                    load_balancers: self.store.lbs(),
+                }),
+                timed_out: false,
+            }));
+        }
         let version = self.store.next_tool_version();
         let mut rx = self.store.subscribe();
         let name = node.name.clone();
@@ -389,10 +508,19 @@ impl Actuator for ActuatorService {
         request: Request<GetNodeAdminStateRequest>,
     ) -> Result<Response<GetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
+        self.limit(&request, "GetNodeAdminState")?;
         let req = request.into_inner();
         let (node, spec) = validate::get_request(&req)?;
+        let mut notes = Vec::new();
         let (index, age) = if req.fresh {
-            (self.fresh_index().await?, Duration::ZERO)
+            match self.unknown_node(&node, &spec).await? {
+                Unknown::No => (self.fresh_index().await?, Duration::ZERO),
+                Unknown::FoundIn(index) => (index, Duration::ZERO),
+                Unknown::Yes(note) => {
+                    notes.push(note);
+                    self.cache.index(None)
+                }
+            }
         } else {
             if !self.cache.built(&self.store.lbs()) {
                 return Err(Status::unavailable(
@@ -402,16 +530,24 @@ impl Actuator for ActuatorService {
             self.cache.index(None)
         };
         let resolved = index.resolve(&spec, None);
-        let desired = self
-            .store
-            .find(&node.uid, &node.name)
+        let held = self.store.find(&node.uid, &node.name);
+        let desired = held
+            .as_ref()
             .map(|h| admin_to_proto(h.desired))
             .unwrap_or(AdminState::Unspecified);
+        if notes.is_empty() {
+            notes = resolved.notes;
+        }
+        if let Some(h) = &held {
+            for (lb, reason) in self.guard.refused(&h.key) {
+                notes.push(format!("{reason} [load balancer {lb}]"));
+            }
+        }
         Ok(Response::new(GetNodeAdminStateResponse {
             entries: resolved.entries.iter().map(entry_ref).collect(),
             age: prost_types::Duration::try_from(age).ok(),
             desired: desired as i32,
-            notes: resolved.notes,
+            notes,
         }))
     }
 
@@ -420,6 +556,7 @@ impl Actuator for ActuatorService {
         request: Request<ListHeldEntriesRequest>,
     ) -> Result<Response<ListHeldEntriesResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
+        self.limit(&request, "ListHeldEntries")?;
         let req = request.into_inner();
         let lb_filter = validate::list_request(&req)?;
         let (index, _) = self.cache.index(None);

@@ -24,6 +24,7 @@ pub use completion::{Durations, PollPace};
 use crate::arm::doc::{self, Provisioning};
 use crate::arm::{ArmClient, ArmError, PutAccepted, retry::Backoff};
 use crate::cache::SharedCache;
+use crate::guard::Guard;
 use crate::index::LbIndex;
 use crate::metrics::Metrics;
 use crate::plan::{self, LbPlan, Target};
@@ -59,6 +60,8 @@ pub struct WriterConfig {
     /// Reads larger than this are not kept between rounds (memory: a 5,000-node LB is
     /// ~10 MB of JSON); the next write reads the LB first.
     pub keep_base_bytes: usize,
+    /// The blast-radius guard (shared by every writer and the RPCs that report it).
+    pub guard: Guard,
 }
 
 impl WriterConfig {
@@ -72,6 +75,7 @@ impl WriterConfig {
             pace: PollPace::default(),
             op_deadline: Duration::from_secs(600),
             keep_base_bytes: 1 << 20,
+            guard: Guard::default(),
         }
     }
 }
@@ -255,7 +259,11 @@ impl Writer {
                 desired: t.desired,
             })
             .collect();
-        plan::plan_lb(&index, &self.lb, &t)
+        let plan = plan::plan_lb(&index, &self.lb, &t, &self.cfg.guard);
+        let refused = outcome::refused(&plan);
+        self.metrics.guard_refused(&self.lb, refused.len());
+        self.cfg.guard.record(&self.lb, refused);
+        plan
     }
 
     /// One round. `Err(wait)`: try again after `wait`.
@@ -283,6 +291,8 @@ impl Writer {
             else {
                 let targets = self.store.targets_for(&self.lb);
                 if targets.is_empty() {
+                    self.metrics.guard_refused(&self.lb, 0);
+                    self.cfg.guard.record(&self.lb, Default::default());
                     return Ok(());
                 }
                 let plan = self.plan(&targets);

@@ -2,14 +2,21 @@
 
 use crate::plan::{LbPlan, TargetPlan};
 use crate::state::{LbProgress, Store, TargetView};
+use std::collections::BTreeMap;
 
 /// Reports the targets that need no write on `lb` (no entries there, or every entry already
-/// reads the desired state) and marks drift (effective before, not any more). Returns the
-/// number of drifted entries.
+/// reads the desired state), the ones the blast-radius guard refuses (FAILED, will retry: they
+/// are planned again every round) and marks drift (effective before, not any more). Returns
+/// the number of drifted entries.
 pub fn report_settled(store: &Store, lb: &str, plan: &LbPlan, targets: &[TargetView]) -> usize {
     let mut drift = 0;
     for (tp, tv) in plan.targets.iter().zip(targets) {
-        if tp.entries.is_empty() {
+        if let Some(reason) = &tp.refused {
+            if tv.effective_here {
+                store.drifted(lb, &tp.key);
+            }
+            store.fail(&tp.key, tv.version, reason.clone(), true);
+        } else if tp.entries.is_empty() {
             store.report(lb, &tp.key, tv.version, LbProgress::NoEntries, &tp.notes);
         } else if tp.already {
             store.report(
@@ -27,7 +34,16 @@ pub fn report_settled(store: &Store, lb: &str, plan: &LbPlan, targets: &[TargetV
     drift
 }
 
-/// The targets the plan writes.
+/// What the guard refuses on this LB: node key -> reason.
+pub fn refused(plan: &LbPlan) -> BTreeMap<String, String> {
+    plan.targets
+        .iter()
+        .filter_map(|t| t.refused.as_ref().map(|r| (t.key.clone(), r.clone())))
+        .collect()
+}
+
+/// The targets the plan writes (refused ones are not reported as written: what the round
+/// writes for them only gives their entries back to the health probe).
 pub fn changed<'a>(
     plan: &'a LbPlan,
     targets: &'a [TargetView],
@@ -35,7 +51,7 @@ pub fn changed<'a>(
     plan.targets
         .iter()
         .zip(targets)
-        .filter(|(tp, _)| !tp.already && !tp.entries.is_empty())
+        .filter(|(tp, _)| !tp.already && !tp.entries.is_empty() && tp.refused.is_none())
         .collect()
 }
 

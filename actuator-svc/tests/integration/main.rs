@@ -6,7 +6,9 @@
 mod common;
 mod edge;
 mod faults;
+mod guard;
 mod ownership;
 mod rpc;
 mod security;
 mod stream;
+mod tools;

@@ -261,7 +261,8 @@ async fn a_burst_of_nodes_coalesces_into_few_write_rounds() {
     opts.tuning.completion_delay_ms = 400;
     let sim = arm_sim::ArmSim::start(opts).await.unwrap();
     let cluster = aks_fixture::preset_sized("aks", 60).unwrap();
-    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    // 40 of 60 nodes: over the blast-radius guard's default share, lifted to test coalescing.
+    let mut a = start_actuator(&sim, &cluster, &["--max-down-share", "1.0"]).await;
     let (tx, mut inbound) = open(&mut a).await;
     tx.send(hello(1)).await.unwrap();
     next(&mut inbound).await.unwrap();
