@@ -117,11 +117,17 @@ for i in "${!images[@]}"; do
     --label "org.opencontainers.image.revision=$revision" \
     --label "org.opencontainers.image.licenses=$license" \
     "$ctr"
-  archive=$out/$bin.oci.tar
-  rm -f "$archive"
+  layout=$work/$bin.layout
   bah commit --quiet --rm --format oci --timestamp "$SOURCE_DATE_EPOCH" \
     --identity-label=false --omit-history --disable-compression=false \
-    "$ctr" "oci-archive:$archive:$version" >/dev/null
+    "$ctr" "oci:$layout:$version" >/dev/null
+  # An oci-archive is a tar of the layout; writing it ourselves with fixed names, order, owners
+  # and times makes the archive file itself reproducible, not only the image digest.
+  archive=$out/$bin.oci.tar
+  find "$layout" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  tar --create --file "$archive" --directory "$layout" --sort=name --format=gnu \
+    --owner=0 --group=0 --numeric-owner --mode=go-w \
+    oci-layout index.json blobs
 
   digest=$(tar -xOf "$archive" index.json | sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
   [ -n "$digest" ] || die "no manifest digest in $archive"
