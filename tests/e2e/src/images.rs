@@ -157,13 +157,17 @@ pub fn open(archive: &Path, dir: &Path, tag: &str) -> anyhow::Result<Layout> {
     })
 }
 
-/// `umoci` on PATH; tests/run.sh installs it (Debian umoci).
-pub fn umoci() -> anyhow::Result<PathBuf> {
+/// `program` on this process's PATH.
+fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|d| d.join("umoci"))
+        .map(|d| d.join(program))
         .find(|p| p.exists())
-        .context("umoci not found on PATH: tests/run.sh installs it (Debian umoci)")
+}
+
+/// `umoci` on PATH; tests/run.sh installs it (Debian umoci).
+pub fn umoci() -> anyhow::Result<PathBuf> {
+    on_path("umoci").context("umoci not found on PATH: tests/run.sh installs it (Debian umoci)")
 }
 
 /// An unpacked image: the runtime bundle umoci writes (`config.json` plus `rootfs/`).
@@ -286,7 +290,9 @@ impl Launcher for Chroot {
             .iter()
             .filter_map(|a| a.as_str().map(str::to_string))
             .collect();
-        let mut spec = Spec::new(name, PathBuf::from("chroot"))
+        // Resolved here: the child's environment is the image's, not ours.
+        let chroot = on_path("chroot").context("chroot not found on PATH (coreutils)")?;
+        let mut spec = Spec::new(name, chroot)
             .arg(format!("--userspec={uid}:{gid}"))
             .arg(bundle.rootfs.display().to_string())
             .args(args);
@@ -301,9 +307,6 @@ impl Launcher for Chroot {
 
     fn file(&self, bin: &str, file: &Path) -> anyhow::Result<String> {
         let bundle = self.bundle(bin)?;
-        let process = &bundle.runtime["process"];
-        let uid = process["user"]["uid"].as_u64().map(|u| u as u32);
-        let gid = process["user"]["gid"].as_u64().map(|g| g as u32);
         let name = file
             .file_name()
             .with_context(|| format!("{} has no file name", file.display()))?;
@@ -312,11 +315,10 @@ impl Launcher for Chroot {
         let inside = dir.join(name);
         std::fs::copy(file, &inside)
             .with_context(|| format!("copy {} into {}", file.display(), inside.display()))?;
-        // Readable by the service's user only, as a Secret volume with defaultMode 0400 and
-        // fsGroup would be.
-        std::os::unix::fs::chown(&inside, uid, gid)?;
+        // As a Secret volume presents it (the manifests set no defaultMode or fsGroup): owned
+        // by root, readable by the service's user, not writable.
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o400))?;
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o644))?;
         Ok(format!("/{FILES_DIR}/{}", name.to_string_lossy()))
     }
 }
