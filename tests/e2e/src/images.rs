@@ -158,7 +158,7 @@ pub fn open(archive: &Path, dir: &Path, tag: &str) -> anyhow::Result<Layout> {
 }
 
 /// `program` on this process's PATH.
-fn on_path(program: &str) -> Option<PathBuf> {
+pub fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(program))

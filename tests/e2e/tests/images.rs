@@ -43,7 +43,7 @@ fn printed_digest(printed: &str, image: &ImageSpec) -> String {
 
 /// The `--help` default of a listen flag, e.g. `0.0.0.0:9090` → 9090.
 fn default_ports(rootfs: &Path, image: &ImageSpec) -> BTreeSet<i32> {
-    let out = Command::new("chroot")
+    let out = Command::new(images::on_path("chroot").unwrap())
         .arg(format!("--userspec={}", image.user))
         .arg(rootfs)
         .arg(format!("/usr/local/bin/{}", image.bin))
@@ -300,6 +300,7 @@ async fn images_build_reproducibly_declare_what_they_run_and_run_the_system() {
         built.insert(image.bin.clone(), (image.clone(), layout));
     }
     check_manifests(&built);
+    println!("images built twice and checked: {:?}", started.elapsed());
 
     // The whole system with both services started from their unpacked images.
     let mut options = StackOptions::fast("aks", 8, work.path().join("run"));
@@ -307,6 +308,7 @@ async fn images_build_reproducibly_declare_what_they_run_and_run_the_system() {
     let mut sb = Sandbox::start(options)
         .await
         .unwrap_or_else(|e| panic!("start the system from the images: {e:#}"));
+    println!("system started from the images: {:?}", started.elapsed());
     for (bin, bundle) in &launcher.bundles {
         let procs = chrooted(&bundle.rootfs.canonicalize().unwrap());
         let (image, _) = &built[bin];
