@@ -12,6 +12,12 @@ if ! command -v kubectl >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null
 fi
 
+# buildah and umoci, for the container image test (deploy/images.sh builds, umoci unpacks).
+if ! command -v buildah >/dev/null 2>&1 || ! command -v umoci >/dev/null 2>&1; then
+  log "installing buildah and umoci (Debian)"
+  apt-get update -qq && apt-get install -y -qq buildah umoci >/dev/null
+fi
+
 # The official Azure SDK for Python, to check the ARM simulator against a second client.
 venv=target/pyenv
 if ! "$venv/bin/python" -c 'import azure.mgmt.network, azure.identity' >/dev/null 2>&1; then

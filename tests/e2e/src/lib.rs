@@ -10,6 +10,7 @@
 pub mod bins;
 pub mod certs;
 pub mod http;
+pub mod images;
 pub mod judge;
 pub mod kube_ops;
 pub mod manifests;

@@ -24,6 +24,8 @@ pub struct Spec {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Start from an empty environment instead of this process's (as a container does).
+    pub clear_env: bool,
 }
 
 impl Spec {
@@ -33,6 +35,7 @@ impl Spec {
             program,
             args: Vec::new(),
             env: Vec::new(),
+            clear_env: false,
         }
     }
 
@@ -79,6 +82,9 @@ impl Proc {
             .with_context(|| format!("open {}", log.display()))?;
         let stderr = file.try_clone()?;
         let mut cmd = Command::new(&spec.program);
+        if spec.clear_env {
+            cmd.env_clear();
+        }
         cmd.args(&spec.args)
             .envs(spec.env.iter().cloned())
             .stdin(Stdio::null())

@@ -24,10 +24,11 @@ pub enum Scenario {
     ActuatorKill,
     ActuatorFrozen,
     OutsideWriter,
+    EveryNodeAtOnce,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::OutOfService,
         Scenario::Shutdown,
         Scenario::SpotNotice,
@@ -39,6 +40,7 @@ impl Scenario {
         Scenario::ActuatorKill,
         Scenario::ActuatorFrozen,
         Scenario::OutsideWriter,
+        Scenario::EveryNodeAtOnce,
     ];
 
     /// Whether the scenario injects faults or kills processes.
@@ -50,6 +52,7 @@ impl Scenario {
                 | Scenario::ActuatorKill
                 | Scenario::ActuatorFrozen
                 | Scenario::OutsideWriter
+                | Scenario::EveryNodeAtOnce
         )
     }
 
@@ -66,6 +69,7 @@ impl Scenario {
             Scenario::ActuatorKill => "actuator killed",
             Scenario::ActuatorFrozen => "actuator frozen mid-wave, then woken",
             Scenario::OutsideWriter => "outside writer resets an entry",
+            Scenario::EveryNodeAtOnce => "every node tainted at once (guard holds)",
         }
     }
 }
@@ -117,6 +121,7 @@ pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome 
         Scenario::ActuatorKill => actuator_kill(sb, &mut outcome, &mut windows).await,
         Scenario::ActuatorFrozen => actuator_frozen(sb, &mut outcome, &mut windows).await,
         Scenario::OutsideWriter => outside_writer(sb, &mut outcome, &mut windows).await,
+        Scenario::EveryNodeAtOnce => every_node_at_once(sb, &mut outcome, &mut windows).await,
     };
     if let Err(e) = result {
         outcome.problems.push(format!("{e:#}"));
@@ -548,6 +553,85 @@ async fn actuator_frozen(
     ));
     let (t1, _) = wave_step(sb, outcome, &nodes, State::None).await?;
     windows.push(t1);
+    Ok(())
+}
+
+/// A wrong signal: every node of the cluster tainted at once. The blast-radius guard must
+/// keep every pool at most half Down (the rest stay with their health probes), then
+/// everything is restored.
+async fn every_node_at_once(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let all: Vec<String> = sb
+        .stack
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    for n in &all {
+        sb.ops
+            .taint(n, OUT_OF_SERVICE, Some("mistake"), "NoExecute")
+            .await?;
+    }
+    // Settled: no change in the effective log for 3 s (bounded by WAIT).
+    let deadline = Instant::now() + WAIT;
+    let mut last = usize::MAX;
+    let mut quiet = 0;
+    while quiet < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let n = crate::observe::changes(&sb.stack.arm).len();
+        quiet = if n == last { quiet + 1 } else { 0 };
+        last = n;
+    }
+    let mut per_pool: std::collections::BTreeMap<(String, String), (usize, usize)> =
+        Default::default();
+    for e in crate::observe::entries(&sb.stack.arm, &sb.stack.cluster) {
+        let slot = per_pool.entry((e.lb, e.pool)).or_default();
+        slot.1 += 1;
+        if e.state == State::Down {
+            slot.0 += 1;
+        }
+    }
+    let mut cut_any = false;
+    for ((lb, pool), (down, total)) in &per_pool {
+        cut_any |= *down > 0;
+        if *down * 2 > *total {
+            outcome.problems.push(format!(
+                "{lb}/{pool}: {down} of {total} entries Down, more than half"
+            ));
+        }
+        outcome
+            .lines
+            .push(format!("  {lb}/{pool}: {down} of {total} entries Down"));
+    }
+    if !cut_any {
+        outcome
+            .problems
+            .push("the guard cut nothing at all (it should cut up to half)".into());
+    }
+    let t1 = jiff::Timestamp::now();
+    for n in &all {
+        sb.ops.untaint(n, OUT_OF_SERVICE).await?;
+    }
+    windows.push(t1);
+    // Nodes the guard refused never went Down, so "restored" means: nothing reads Down.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let down = crate::observe::entries(&sb.stack.arm, &sb.stack.cluster)
+            .into_iter()
+            .filter(|e| e.state == State::Down)
+            .count();
+        if down == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{down} entries still Down {WAIT:?} after every taint was removed");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     Ok(())
 }
 

@@ -8,12 +8,38 @@ use crate::procs::{Proc, Spec};
 use anyhow::{Context, bail};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The user signal-svc authenticates as to kube-sim (its ServiceAccount, as in a cluster).
 pub const SIGNAL_CALLER: &str = "system:serviceaccount:cutover:signal-svc";
 pub const SIGNAL_NAMESPACE: &str = "cutover";
 pub const SIGNAL_SERVICE_ACCOUNT: &str = "signal-svc";
+
+/// How a service process is started: which program runs it with what environment, and where it
+/// finds the files it reads (certificates, kubeconfig, azure.json). The default runs the binaries
+/// in `target/`; the image test runs them from the unpacked container images instead.
+pub trait Launcher: std::fmt::Debug + Send + Sync {
+    /// The process that runs the binary `bin` (e.g. `signal-svc`) as `name`; the service's own
+    /// flags are appended to its arguments.
+    fn spec(&self, name: &str, bin: &str) -> anyhow::Result<Spec>;
+    /// Makes `file` readable by `bin`'s process and returns the path to pass in its flags.
+    fn file(&self, bin: &str, file: &Path) -> anyhow::Result<String>;
+}
+
+/// The binaries in `target/`, reading the files where the stack wrote them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromTarget;
+
+impl Launcher for FromTarget {
+    fn spec(&self, name: &str, bin: &str) -> anyhow::Result<Spec> {
+        Ok(Spec::new(name, bins::path(bin)?))
+    }
+
+    fn file(&self, _bin: &str, file: &Path) -> anyhow::Result<String> {
+        Ok(file.display().to_string())
+    }
+}
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -30,6 +56,11 @@ pub struct StackOptions {
     /// ServiceAccounts and RBAC objects loaded into kube-sim; `None` loads deploy/base's
     /// (rendered with `kubectl kustomize`), so signal-svc runs with exactly its deployed role.
     pub kube_objects: Option<Vec<serde_json::Value>>,
+    /// Extra actuator-svc flags (e.g. `--max-down-share=1.0` where a bench measures speed,
+    /// not the blast-radius guard).
+    pub actuator_args: Vec<String>,
+    /// How the services are started ([`FromTarget`] unless a test says otherwise).
+    pub launcher: Arc<dyn Launcher>,
 }
 
 impl StackOptions {
@@ -53,6 +84,8 @@ impl StackOptions {
             arm_tuning: tuning,
             run_dir,
             kube_objects: None,
+            actuator_args: Vec::new(),
+            launcher: Arc::new(FromTarget),
         }
     }
 
@@ -187,19 +220,24 @@ impl Stack {
         let admin = free_port()?;
         let name = format!("actuator-{i}");
         let p = &self.pki;
-        let spec = Spec::new(&name, bins::path("actuator-svc")?)
-            .arg(format!("--cloud-config={}", self.azure_json.display()))
+        let launcher = &self.options.launcher;
+        let bin = "actuator-svc";
+        let file = |path: &Path| launcher.file(bin, path);
+        let spec = launcher
+            .spec(&name, bin)?
+            .arg(format!("--cloud-config={}", file(&self.azure_json)?))
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg(format!("--arm-endpoint={}", self.arm.url()))
             .arg(format!("--aad-authority={}", self.arm.url()))
             .arg(format!("--grpc-listen=127.0.0.1:{grpc}"))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
             .arg(format!("--identity={name}"))
-            .arg(format!("--tls-cert={}", p.actuator.cert.display()))
-            .arg(format!("--tls-key={}", p.actuator.key.display()))
-            .arg(format!("--tls-client-ca={}", p.ca.display()))
+            .arg(format!("--tls-cert={}", file(&p.actuator.cert)?))
+            .arg(format!("--tls-key={}", file(&p.actuator.key)?))
+            .arg(format!("--tls-client-ca={}", file(&p.ca)?))
             .arg(format!("--signal-clients={}", certs::SIGNAL_NAME))
             .arg(format!("--tool-clients={}", certs::TOOL_NAME))
+            .args(self.options.actuator_args.clone())
             .env("RUST_LOG", "info");
         Ok(Service {
             name,
@@ -214,15 +252,19 @@ impl Stack {
         let admin = free_port()?;
         let name = format!("signal-{i}");
         let p = &self.pki;
-        let spec = Spec::new(&name, bins::path("signal-svc")?)
-            .arg(format!("--kubeconfig={}", self.signal_kubeconfig.display()))
+        let launcher = &self.options.launcher;
+        let bin = "signal-svc";
+        let file = |path: &Path| launcher.file(bin, path);
+        let spec = launcher
+            .spec(&name, bin)?
+            .arg(format!("--kubeconfig={}", file(&self.signal_kubeconfig)?))
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg("--namespace=cutover")
             .arg(format!("--identity={name}"))
             .arg(format!("--actuator-endpoints={}", endpoints.join(",")))
-            .arg(format!("--tls-ca={}", p.ca.display()))
-            .arg(format!("--tls-cert={}", p.signal.cert.display()))
-            .arg(format!("--tls-key={}", p.signal.key.display()))
+            .arg(format!("--tls-ca={}", file(&p.ca)?))
+            .arg(format!("--tls-cert={}", file(&p.signal.cert)?))
+            .arg(format!("--tls-key={}", file(&p.signal.key)?))
             .arg(format!("--tls-server-name={}", certs::ACTUATOR_NAME))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
             .env("RUST_LOG", "info");

@@ -2,7 +2,9 @@
 //! document into typed Kubernetes objects (a field the type does not know fails the test), and
 //! checks that the manifests agree with the binaries: every flag exists, ports and probes match
 //! the listen flags, TLS and config paths are mounted, RBAC is exactly what signal-svc calls,
-//! the pods are non-root and read-only, and only signal-svc and tool clients reach the gRPC port.
+//! the pods are non-root and read-only, and only signal-svc and tool clients reach the gRPC port;
+//! and that each container runs the image `deploy/images.sh` builds (deploy/images.conf) as the
+//! image declares it: name and tag, entrypoint, user, exposed ports.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -140,14 +142,66 @@ fn binary_help(bin: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The container runs the image `deploy/images.sh` builds for `bin`, as that image declares
+/// it (deploy/images.conf; the image test checks the built configs against the same file):
+/// `cutover/<bin>:<workspace version>` under any registry, the image's entrypoint with flags
+/// only, its user, and exactly its exposed ports.
+fn check_image(spec: &PodSpec, c: &Container, bin: &str) {
+    let images = cutover_e2e::images::specs().unwrap();
+    let image = images
+        .iter()
+        .find(|i| i.bin == bin)
+        .unwrap_or_else(|| panic!("deploy/images.conf builds no image for {bin}"));
+    assert!(
+        spec.containers.len() == 1 && spec.init_containers.is_none(),
+        "{bin}: one container, no image besides {}",
+        image.image
+    );
+    let reference = c.image.clone().unwrap();
+    let expected = image.reference();
+    assert!(
+        reference == expected || reference.ends_with(&format!("/{expected}")),
+        "{bin}: image {reference}, but deploy/images.sh builds {expected}"
+    );
+    assert!(
+        c.command.is_none(),
+        "{bin}: `command` would replace the image's entrypoint"
+    );
+    let sc = spec.security_context.clone().unwrap();
+    let csc = c.security_context.clone().unwrap_or_default();
+    let uid = csc.run_as_user.or(sc.run_as_user);
+    let gid = csc.run_as_group.or(sc.run_as_group);
+    assert_eq!(
+        (uid, gid),
+        (Some(i64::from(image.uid())), Some(i64::from(image.gid()))),
+        "{bin}: runAsUser/runAsGroup vs the image's USER {}",
+        image.user
+    );
+    let mut ports: Vec<i32> = c
+        .ports
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            assert!(
+                p.protocol.as_deref().is_none_or(|p| p == "TCP"),
+                "{bin}: TCP ports only"
+            );
+            p.container_port
+        })
+        .collect();
+    let mut exposed = image.port_numbers();
+    ports.sort_unstable();
+    exposed.sort_unstable();
+    assert_eq!(
+        ports, exposed,
+        "{bin}: container ports vs the image's exposed ports"
+    );
+}
+
 fn check_container(spec: &PodSpec, bin: &str, help: &str) -> BTreeMap<String, String> {
     let c = &spec.containers[0];
-    let image = c.image.clone().unwrap();
-    assert!(
-        image.contains(&format!("cutover/{bin}:")),
-        "{bin}: image {image} is not cutover/{bin}:<tag>"
-    );
-    assert!(!image.ends_with(":latest"), "{bin}: pin a tag, not latest");
+    check_image(spec, c, bin);
     let f = flags(c);
     for flag in f.keys() {
         assert!(
