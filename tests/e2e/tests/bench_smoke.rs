@@ -1,4 +1,4 @@
-//! A smoke run of `scale_bench` (240 nodes, a 20-s soak, fast ARM timings): every service
+//! A smoke run of `scale_bench` (240 nodes, a 40-node wave, a 20-s soak, fast ARM timings): every service
 //! comes back ready after a restart and a SIGKILL, every process's memory is readable and
 //! within the memory limit deploy/base gives its service, and the churn ends in the exact
 //! state. Timings are printed, never asserted: this machine is shared.
@@ -15,6 +15,7 @@ async fn scale_bench_smoke_stays_within_deploy_limits_and_ends_exact() {
     let mut o = ScaleOptions::new(240, Duration::from_secs(20), dir);
     o.sample_every = Duration::from_secs(5);
     o.realistic = false;
+    o.wave = 40;
     let f = scale::run(&o).await.unwrap_or_else(|e| panic!("{e:#}"));
     println!("{}", scale::report(std::slice::from_ref(&f)));
 
