@@ -19,6 +19,7 @@ pub mod procs;
 pub mod report;
 pub mod results;
 pub mod sandbox;
+pub mod scale;
 pub mod scenarios;
 pub mod stack;
 pub mod wave;
