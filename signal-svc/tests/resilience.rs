@@ -470,6 +470,11 @@ async fn every_endpoint_gets_every_node_and_endpoint_changes_disturb_no_one() {
         1,
         "endpoint changes re-send nothing to a"
     );
+    // Ready once the snapshot is sent; the fake actuator counts it once received.
+    eventually("the snapshot received", || async {
+        (a.state.completed_snapshots() >= 1).then_some(())
+    })
+    .await;
     assert_eq!(a.state.completed_snapshots(), 1);
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(30), manager)

@@ -25,6 +25,11 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
     .await;
     svc.wait_ready().await;
     assert_eq!(svc.get("/live").await.0, 200);
+    // Ready once the snapshot is sent; the fake actuator counts it once received.
+    eventually("the snapshot received", || async {
+        (act.state.completed_snapshots() >= 1).then_some(())
+    })
+    .await;
     assert_eq!(act.state.completed_snapshots(), 1);
     assert!(
         act.state.states().is_empty(),
