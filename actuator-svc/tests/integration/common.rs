@@ -262,3 +262,34 @@ pub fn puts(sim: &ArmSim, lb: &str) -> usize {
 pub fn phase(r: &NodeResult) -> ResultPhase {
     ResultPhase::try_from(r.phase).unwrap()
 }
+
+/// Opens a desired-state stream of leader epoch `epoch` with an empty snapshot.
+pub async fn open_stream(
+    a: &mut Actuator,
+    epoch: u64,
+) -> (
+    tokio::sync::mpsc::Sender<SignalMessage>,
+    tonic::Streaming<ActuatorMessage>,
+) {
+    let msg = |kind| SignalMessage { kind: Some(kind) };
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    tx.send(msg(signal_message::Kind::Hello(Hello {
+        cluster_name: "kubernetes".into(),
+        sender_identity: "test".into(),
+        leader_epoch: epoch,
+    })))
+    .await
+    .unwrap();
+    tx.send(msg(signal_message::Kind::SnapshotEnd(SnapshotEnd {
+        node_count: 0,
+    })))
+    .await
+    .unwrap();
+    let inbound = a
+        .client
+        .stream_desired_states(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, inbound)
+}

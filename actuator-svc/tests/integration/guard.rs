@@ -5,35 +5,10 @@
 use crate::common::*;
 use cutover_proto::v1::*;
 use std::collections::{BTreeMap, BTreeSet};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
 fn msg(kind: signal_message::Kind) -> SignalMessage {
     SignalMessage { kind: Some(kind) }
-}
-
-async fn open(a: &mut Actuator) -> (mpsc::Sender<SignalMessage>, Streaming<ActuatorMessage>) {
-    let (tx, rx) = mpsc::channel(256);
-    tx.send(msg(signal_message::Kind::Hello(Hello {
-        cluster_name: "kubernetes".into(),
-        sender_identity: "test".into(),
-        leader_epoch: 1,
-    })))
-    .await
-    .unwrap();
-    tx.send(msg(signal_message::Kind::SnapshotEnd(SnapshotEnd {
-        node_count: 0,
-    })))
-    .await
-    .unwrap();
-    let inbound = a
-        .client
-        .stream_desired_states(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    (tx, inbound)
 }
 
 /// Reads results until every `effective` name has an EFFECTIVE result and every `failed`
@@ -89,7 +64,7 @@ fn gauge(metrics: &str, lb: &str) -> i64 {
 async fn every_node_tainted_at_once_cuts_only_the_share_first_signalled_first() {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &[]).await;
-    let (tx, mut inbound) = open(&mut a).await;
+    let (tx, mut inbound) = open_stream(&mut a, 1).await;
     let n = cluster.nodes.len();
     assert_eq!(n, 12);
     for (i, node) in cluster.nodes.iter().enumerate() {
@@ -177,7 +152,7 @@ async fn every_node_tainted_at_once_cuts_only_the_share_first_signalled_first() 
 async fn the_override_lets_every_entry_go_down() {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &["--max-down-share", "1.0"]).await;
-    let (tx, mut inbound) = open(&mut a).await;
+    let (tx, mut inbound) = open_stream(&mut a, 1).await;
     for (i, node) in cluster.nodes.iter().enumerate() {
         tx.send(msg(signal_message::Kind::Delta(desired(
             node,

@@ -5,8 +5,6 @@
 use crate::common::*;
 use cutover_proto::v1::*;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
 fn msg(kind: signal_message::Kind) -> SignalMessage {
@@ -23,33 +21,6 @@ fn assignment(epoch: u64, generation: u64, lbs: &[&str], valid_ms: u64) -> Signa
             nanos: ((valid_ms % 1000) * 1_000_000) as i32,
         }),
     }))
-}
-
-/// Opens a stream with an empty snapshot.
-async fn open(
-    a: &mut Actuator,
-    epoch: u64,
-) -> (mpsc::Sender<SignalMessage>, Streaming<ActuatorMessage>) {
-    let (tx, rx) = mpsc::channel(64);
-    tx.send(msg(signal_message::Kind::Hello(Hello {
-        cluster_name: "kubernetes".into(),
-        sender_identity: "test".into(),
-        leader_epoch: epoch,
-    })))
-    .await
-    .unwrap();
-    tx.send(msg(signal_message::Kind::SnapshotEnd(SnapshotEnd {
-        node_count: 0,
-    })))
-    .await
-    .unwrap();
-    let inbound = a
-        .client
-        .stream_desired_states(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    (tx, inbound)
 }
 
 /// The next EFFECTIVE result of `seq`, skipping everything else.
@@ -74,8 +45,8 @@ async fn each_lb_is_written_by_its_assigned_replica_only() {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &["--identity", "a"]).await;
     let mut b = start_actuator(&sim, &cluster, &["--identity", "b"]).await;
-    let (ta, mut ra) = open(&mut a, 3).await;
-    let (tb, mut rb) = open(&mut b, 3).await;
+    let (ta, mut ra) = open_stream(&mut a, 3).await;
+    let (tb, mut rb) = open_stream(&mut b, 3).await;
     ta.send(assignment(3, 1, &["kubernetes"], 5000))
         .await
         .unwrap();
@@ -122,7 +93,7 @@ async fn each_lb_is_written_by_its_assigned_replica_only() {
 async fn a_lapsed_or_stale_assignment_writes_nothing() {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &[]).await;
-    let (tx, mut rx) = open(&mut a, 4).await;
+    let (tx, mut rx) = open_stream(&mut a, 4).await;
     tx.send(assignment(
         4,
         1,
@@ -193,7 +164,7 @@ async fn completion_is_seen_at_once_with_retry_after_10() {
     tuning.retry_after_secs = 10;
     sim.set_tuning(tuning);
     let mut a = start_actuator(&sim, &cluster, &["--poll-interval", "150ms"]).await;
-    let (tx, mut rx) = open(&mut a, 1).await;
+    let (tx, mut rx) = open_stream(&mut a, 1).await;
     let node = &cluster.nodes[1];
     tx.send(msg(signal_message::Kind::Delta(desired(
         node,
