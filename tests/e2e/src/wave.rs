@@ -36,6 +36,49 @@ pub fn ideal_ms(signals: &[f64], put_ms: f64, op_ms: f64) -> Vec<f64> {
     out
 }
 
+/// Where a wave's time went beyond the ideal, per load balancer, from ARM's own logs.
+///
+/// `lead_ms`: from the first signal to the first PUT's arrival at ARM (the signal path, plus
+/// a read before the write if the writer had no usable base). `react_ms`: from an operation's
+/// end to the arrival of the next PUT on the same LB (seeing the end, planning, building the
+/// body). The ideal writer has both at zero.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overhead {
+    pub lead_ms: Vec<f64>,
+    pub react_ms: Vec<f64>,
+}
+
+/// [`Overhead`] from the first signal (ms), each LB's accepted PUTs (arrival ms) and each LB's
+/// operation ends (ms), all on one clock. A PUT pairs with the last operation that ended before
+/// it; a PUT that starts while nothing ended yet is the LB's lead.
+pub fn overhead(
+    first_signal: f64,
+    puts: &BTreeMap<String, Vec<f64>>,
+    op_ends: &BTreeMap<String, Vec<f64>>,
+) -> Overhead {
+    let mut out = Overhead::default();
+    for (lb, puts) in puts {
+        let mut puts = puts.clone();
+        puts.sort_by(f64::total_cmp);
+        let mut ends = op_ends.get(lb).cloned().unwrap_or_default();
+        ends.sort_by(f64::total_cmp);
+        let mut used = 0;
+        for (k, put) in puts.iter().enumerate() {
+            if k == 0 {
+                out.lead_ms.push(put - first_signal);
+                continue;
+            }
+            // The operation of the previous PUT: its end is the newest one before this PUT.
+            let before = ends.iter().rposition(|e| e <= put);
+            if let Some(i) = before.filter(|i| *i >= used) {
+                out.react_ms.push(put - ends[i]);
+                used = i + 1;
+            }
+        }
+    }
+    out
+}
+
 /// What one wave direction measured.
 #[derive(Debug, Clone, Default)]
 pub struct WaveFigures {
@@ -48,6 +91,7 @@ pub struct WaveFigures {
     /// Writes refused because another operation held the LB.
     pub lock_conflicts: usize,
     pub reads: usize,
+    pub overhead: Overhead,
 }
 
 impl WaveFigures {
@@ -102,6 +146,7 @@ pub async fn play(
     }
     let ideal = ideal_ms(&signals, put_ms, op_ms);
     let mut puts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut put_starts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let (mut lock_conflicts, mut reads) = (0, 0);
     for r in sb.stack.arm.requests() {
         if r.time < t0 || r.path.contains("/oauth2/") || r.path.contains("/msi/") {
@@ -116,12 +161,35 @@ pub async fn play(
                 if let Some(lb) = r.path.split("/loadBalancers/").nth(1) {
                     let lb = lb.split(['/', '?']).next().unwrap_or_default();
                     *puts.entry(lb.to_string()).or_default() += 1;
+                    // The log records the answer; the PUT arrived `put_ms` earlier.
+                    if r.status < 300 {
+                        put_starts
+                            .entry(lb.to_string())
+                            .or_default()
+                            .push(ms(r.time.duration_since(t0)) - put_ms);
+                    }
                 }
             }
             _ => {}
         }
     }
+    // Each operation ends when its last entry became effective.
+    let mut ends: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for e in sb.stack.arm.effective_log() {
+        if e.time < t0 {
+            continue;
+        }
+        let at = ms(e.time.duration_since(t0));
+        let end = ends.entry((e.lb, e.op_id)).or_insert(at);
+        *end = end.max(at);
+    }
+    let mut op_ends: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for ((lb, _), at) in ends {
+        op_ends.entry(lb).or_default().push(at);
+    }
+    let first_signal = signals.iter().copied().fold(f64::INFINITY, f64::min);
     Ok(WaveFigures {
+        overhead: overhead(first_signal, &put_starts, &op_ends),
         nodes: nodes.len(),
         p50_ms: percentile(&latencies, 50.0).unwrap_or(f64::NAN),
         p99_ms: percentile(&latencies, 99.0).unwrap_or(f64::NAN),
@@ -144,6 +212,19 @@ mod tests {
             ideal_ms(&[0.0, 10_000.0], 200.0, 2000.0),
             vec![2200.0, 2200.0]
         );
+    }
+
+    #[test]
+    fn overhead_splits_the_lead_from_each_reaction_to_an_operation_end() {
+        let lb = |v: &[f64]| BTreeMap::from([("lb".to_string(), v.to_vec())]);
+        // Signal at 0; PUTs arrive at 300, 2700 and 5000; operations end at 2500 and 4800.
+        let o = overhead(0.0, &lb(&[2700.0, 300.0, 5000.0]), &lb(&[2500.0, 4800.0]));
+        assert_eq!(o.lead_ms, vec![300.0]);
+        assert_eq!(o.react_ms, vec![200.0, 200.0]);
+        // A PUT whose previous operation's end is not logged (no entry changed) pairs with
+        // nothing, and one end never pairs twice.
+        let o = overhead(0.0, &lb(&[300.0, 2700.0, 2900.0]), &lb(&[2500.0]));
+        assert_eq!(o.react_ms, vec![200.0]);
     }
 
     #[test]

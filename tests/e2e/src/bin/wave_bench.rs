@@ -8,6 +8,7 @@
 use clap::Parser;
 use cutover_e2e::judge::State;
 use cutover_e2e::procs;
+use cutover_e2e::report::percentile;
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::StackOptions;
 use cutover_e2e::wave::{self, WaveFigures};
@@ -216,6 +217,32 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 problems.join("; ")
             }
+        );
+    }
+    println!();
+    println!(
+        "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT"
+    );
+    println!(
+        "{:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
+        "wave", "RA s", "rep", "lead↓", "react↓50", "react↓max", "lead↑", "react↑50", "react↑max"
+    );
+    for c in &cells {
+        let lead = |f: &WaveFigures| f.overhead.lead_ms.iter().copied().fold(f64::NAN, f64::max);
+        let react = |f: &WaveFigures, p: f64| {
+            percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
+        };
+        println!(
+            "{:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
+            c.wave,
+            c.retry_after,
+            c.replicas,
+            lead(&c.down),
+            react(&c.down, 50.0),
+            react(&c.down, 100.0),
+            lead(&c.up),
+            react(&c.up, 50.0),
+            react(&c.up, 100.0),
         );
     }
     let worst = cells
