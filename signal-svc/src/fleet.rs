@@ -21,7 +21,13 @@ pub fn forward(shared: &Arc<Shared>, tx: mpsc::WeakSender<SignalMessage>) -> Joi
         loop {
             for s in backlog.drain(..) {
                 let Some(tx) = tx.upgrade() else { return };
-                if tx.send(SignalMessage { kind: Some(Kind::NodeStatus(s)) }).await.is_err() {
+                if tx
+                    .send(SignalMessage {
+                        kind: Some(Kind::NodeStatus(s)),
+                    })
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

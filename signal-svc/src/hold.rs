@@ -8,8 +8,8 @@
 //! state for every actuator replica, like any taint.
 
 use crate::domain::hold::{self, HOLD_ANNOTATION, Hold};
-use crate::taint::FIELD_MANAGER;
 use crate::state::Shared;
+use crate::taint::FIELD_MANAGER;
 use cutover_proto::v1::{HoldAck, HoldRequest, SignalMessage, signal_message::Kind};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -114,7 +114,10 @@ impl HoldWriter {
             .ok_or_else(|| Refusal::UnknownNode(name.clone()))?;
         let uid = node.metadata.uid.clone().unwrap_or_default();
         if !node_ref.uid.is_empty() && node_ref.uid != uid {
-            return Err(Refusal::UnknownNode(format!("{name} (uid {})", node_ref.uid)));
+            return Err(Refusal::UnknownNode(format!(
+                "{name} (uid {})",
+                node_ref.uid
+            )));
         }
         let current = node
             .metadata

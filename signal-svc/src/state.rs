@@ -5,12 +5,12 @@ use crate::domain::coverage::Coverage;
 use crate::domain::dispatch::Dispatcher;
 use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
+use cutover_proto::v1::{NodeRef, NodeStatus};
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use cutover_proto::v1::{NodeRef, NodeStatus};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 /// The pure core: one lock, so an index change and its dispatch are atomic.

@@ -169,7 +169,11 @@ mod tests {
         let mut c = Coverage::default();
         assert_eq!(c.reached(), None);
         c.add(v(1), ResultPhase::Accepted, &lb(&["pub"]), &managed);
-        assert_eq!(c.reached(), None, "one of two load balancers is not fleet-wide");
+        assert_eq!(
+            c.reached(),
+            None,
+            "one of two load balancers is not fleet-wide"
+        );
         c.add(v(1), ResultPhase::Failed, &lb(&["int"]), &managed);
         assert_eq!(c.reached(), Some((v(1), ResultPhase::Failed)));
         c.add(v(1), ResultPhase::Effective, &lb(&["pub", "int"]), &managed);

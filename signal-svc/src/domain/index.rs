@@ -294,7 +294,11 @@ impl NodeIndex {
         // New trigger keys are signals.
         for r in &reasons {
             if !previous.is_some_and(|p| p.reasons.contains(r)) {
-                out.signals.push(if r == HOLD_ANNOTATION { "hold" } else { "taint" });
+                out.signals.push(if r == HOLD_ANNOTATION {
+                    "hold"
+                } else {
+                    "taint"
+                });
             }
         }
         let mut new_notice = false;

@@ -478,13 +478,24 @@ fn a_hold_annotation_holds_down_until_removed() {
     );
     assert_eq!(out.signals, vec!["hold"]);
     let held = idx.get("u1").unwrap().node.hold.as_deref().unwrap();
-    assert_eq!((held.reason.as_str(), held.by.as_str()), ("ticket 1234", "ops"));
+    assert_eq!(
+        (held.reason.as_str(), held.by.as_str()),
+        ("ticket 1234", "ops")
+    );
 
     // The same annotation again changes nothing; a new reason is a change of the state.
-    assert!(idx.apply(&with_hold(mk_node("n1", "u1", &[]), HOLD), now()).changes.is_empty());
+    assert!(
+        idx.apply(&with_hold(mk_node("n1", "u1", &[]), HOLD), now())
+            .changes
+            .is_empty()
+    );
     let other = HOLD.replace("ticket 1234", "ticket 99");
     let out = idx.apply(&with_hold(mk_node("n1", "u1", &[]), &other), now());
-    assert_eq!(out.changes.len(), 1, "the reason text travels to the actuators");
+    assert_eq!(
+        out.changes.len(),
+        1,
+        "the reason text travels to the actuators"
+    );
 
     let out = idx.apply(&mk_node("n1", "u1", &[]), now());
     assert_eq!(desired_of(&out), vec![("u1".into(), Desired::None, vec![])]);
@@ -497,7 +508,11 @@ fn a_malformed_hold_is_reported_once_and_ignored() {
     let out = idx.apply(&bad, now());
     assert_eq!(desired_of(&out), vec![("u1".into(), Desired::None, vec![])]);
     assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
-    assert!(out.warnings[0].contains(HOLD_ANNOTATION), "{:?}", out.warnings);
+    assert!(
+        out.warnings[0].contains(HOLD_ANNOTATION),
+        "{:?}",
+        out.warnings
+    );
     let again = idx.apply(&bad, now());
     assert!(again.warnings.is_empty() && again.changes.is_empty());
 }

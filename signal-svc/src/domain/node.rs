@@ -95,7 +95,11 @@ impl NodeView {
                 )
             })
         });
-        let hold = match meta.annotations.as_ref().and_then(|a| a.get(HOLD_ANNOTATION)) {
+        let hold = match meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HOLD_ANNOTATION))
+        {
             None => None,
             Some(v) => match Hold::parse(v) {
                 Ok(h) => Some(Box::new(h)),
