@@ -21,6 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tonic::Status;
 
+/// The reason key of a durable hold in stream states (the Node annotation's name).
+pub const HOLD_KEY: &str = "cutover.io/hold";
+
 /// The note for a hold kept in memory only.
 pub const MEMORY_ONLY: &str = "memory only: no signal-svc stream; this hold is written by this replica alone and is lost when it restarts";
 
@@ -35,6 +38,9 @@ struct Link {
 #[derive(Default)]
 struct Inner {
     links: Vec<Link>,
+    /// Whether any stream was ever open: then this replica is not used alone, and a hold
+    /// while the stream is away (a leader change) must be retried, not kept in memory.
+    ever_linked: bool,
     next_link: u64,
     next_request: u64,
     /// Open requests: the link they went up, and who waits for the ack.
@@ -55,6 +61,18 @@ impl std::fmt::Debug for Uplink {
     }
 }
 
+/// Where a tool's hold goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Up a signal-svc stream, to the Node.
+    Durable,
+    /// A stream existed but is away (a signal-svc leader change): ask the tool to retry
+    /// rather than keep a hold no other replica would see.
+    Retry,
+    /// This replica never had a stream (the actuator used alone): memory only.
+    MemoryOnly,
+}
+
 /// Why a request could not be relayed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum UplinkError {
@@ -73,6 +91,7 @@ impl Uplink {
         inner.next_link += 1;
         let id = inner.next_link;
         inner.links.push(Link { id, epoch, tx });
+        inner.ever_linked = true;
         id
     }
 
@@ -83,9 +102,14 @@ impl Uplink {
         inner.pending.retain(|_, (link, _)| *link != id);
     }
 
-    /// Whether a stream is there to carry a request.
-    pub fn connected(&self) -> bool {
-        !self.inner.lock().links.is_empty()
+    /// Where a tool's hold goes now.
+    pub fn route(&self) -> Route {
+        let inner = self.inner.lock();
+        match (inner.links.is_empty(), inner.ever_linked) {
+            (false, _) => Route::Durable,
+            (true, true) => Route::Retry,
+            (true, false) => Route::MemoryOnly,
+        }
     }
 
     /// An ack arrived on some stream.
@@ -257,6 +281,7 @@ mod tests {
                 .await,
             Err(UplinkError::NoStream)
         );
+        assert_eq!(up.route(), Route::MemoryOnly);
         let (old_tx, mut old_rx) = mpsc::channel(8);
         let (new_tx, mut new_rx) = mpsc::channel(8);
         up.register(3, old_tx);
@@ -295,5 +320,16 @@ mod tests {
         new_rx.recv().await.unwrap().unwrap();
         up.unregister(newest);
         assert_eq!(waiting.await.unwrap(), Err(UplinkError::StreamLost));
+        assert_eq!(
+            up.route(),
+            Route::Durable,
+            "the epoch-3 stream is still open"
+        );
+        up.unregister(1);
+        assert_eq!(
+            up.route(),
+            Route::Retry,
+            "streams came and went: not used alone"
+        );
     }
 }

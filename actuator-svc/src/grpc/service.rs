@@ -107,7 +107,11 @@ async fn serve_stream(
             load_balancers: svc.store.lbs(),
         })),
     };
+    // Hold requests from tools may go up this stream from now on (registered before the
+    // HelloAck, so a client that saw the ack can count on it).
+    let link = svc.store.uplink().register(epoch, tx.clone());
     if tx.send(Ok(ack)).await.is_err() {
+        svc.store.uplink().unregister(link);
         return;
     }
     let forward = {
@@ -141,8 +145,6 @@ async fn serve_stream(
             }
         })
     };
-    // Hold requests from tools may go up this stream from now on.
-    let link = svc.store.uplink().register(epoch, tx.clone());
     let outcome = stream_loop(&svc, &mut inbound, epoch, &mine).await;
     svc.store.uplink().unregister(link);
     svc.store.stream_ended(epoch);
@@ -532,7 +534,13 @@ impl Actuator for ActuatorService {
                 timed_out: false,
             }));
         }
-        if self.store.uplink().connected() {
+        let route = self.store.uplink().route();
+        if route == holds::Route::Retry {
+            return Err(Status::unavailable(
+                "no signal-svc stream right now (a leader change?); a hold set now would not be durable; retry in a few seconds",
+            ));
+        }
+        if route == holds::Route::Durable {
             let w = holds::HoldWait {
                 node,
                 hold: desired == Admin::Down,
@@ -709,6 +717,25 @@ impl Actuator for ActuatorService {
                             .all(|e| e.admin_state == AdminState::Down as i32)
                 }
             };
+            // A hold shows its own reason text and the time it was set (which outlives any
+            // replica), not the time this replica learnt of it.
+            let (reasons, since) = match (&h.hold, h.source) {
+                (Some(x), Source::Stream) => (
+                    h.reasons
+                        .iter()
+                        .filter(|r| r.as_str() != holds::HOLD_KEY)
+                        .cloned()
+                        .chain(std::iter::once(format!(
+                            "{}: {}",
+                            holds::HOLD_KEY,
+                            x.reason
+                        )))
+                        .collect(),
+                    x.since
+                        .unwrap_or_else(|| prost_types::Timestamp::from(h.since)),
+                ),
+                _ => (h.reasons.clone(), prost_types::Timestamp::from(h.since)),
+            };
             nodes.push(HeldNode {
                 requester: h
                     .hold
@@ -717,9 +744,9 @@ impl Actuator for ActuatorService {
                     .unwrap_or_default(),
                 node: Some(h.node.clone()),
                 source: h.source.label(h.hold.is_some()).to_string(),
-                reasons: h.reasons.clone(),
+                reasons,
                 version: Some(h.version),
-                since: Some(prost_types::Timestamp::from(h.since)),
+                since: Some(since),
                 entries,
                 effective,
             });

@@ -27,6 +27,20 @@ fn writes_nothing(epoch: u64) -> SignalMessage {
     }))
 }
 
+/// Waits for the stream's HelloAck: from then on the replica relays holds up this stream.
+async fn acked(inbound: &mut Streaming<ActuatorMessage>) {
+    loop {
+        let m = tokio::time::timeout(WAIT, inbound.message())
+            .await
+            .expect("a HelloAck within the wait")
+            .unwrap()
+            .expect("stream open");
+        if let Some(actuator_message::Kind::HelloAck(_)) = m.kind {
+            return;
+        }
+    }
+}
+
 /// The next hold request on the stream, skipping results.
 async fn hold_request(inbound: &mut Streaming<ActuatorMessage>) -> HoldRequest {
     loop {
@@ -74,6 +88,8 @@ async fn a_hold_goes_up_the_stream_and_the_wait_ends_on_the_fleet_status() {
     let mut b = start_actuator(&sim, &cluster, &["--identity", "b"]).await;
     let (ta, mut ra) = open_stream(&mut a, 5).await;
     let (tb, mut rb) = open_stream(&mut b, 5).await;
+    acked(&mut ra).await;
+    acked(&mut rb).await;
     for tx in [&ta, &tb] {
         tx.send(writes_nothing(5)).await.unwrap();
     }
@@ -148,6 +164,12 @@ async fn a_hold_goes_up_the_stream_and_the_wait_ends_on_the_fleet_status() {
         assert_eq!(held.len(), 1, "{list:?}");
         assert_eq!(held[0].source, "hold");
         assert_eq!(held[0].requester, req.requester);
+        assert_eq!(held[0].reasons, vec![format!("{HOLD_KEY}: test")]);
+        assert_eq!(
+            held[0].since.unwrap().seconds,
+            1_795_000_000,
+            "the time the hold was set, not when this replica heard of it"
+        );
         assert_eq!(held[0].effective, effective);
     }
     let get = b
@@ -227,6 +249,7 @@ async fn a_refused_hold_is_an_error_and_without_a_stream_the_hold_says_memory_on
 
     // With a stream, signal-svc's refusal comes back as the RPC's error.
     let (tx, mut rx) = open_stream(&mut a, 5).await;
+    acked(&mut rx).await;
     let set = tokio::spawn({
         let mut client = a.client.clone();
         let req = set_req(&cluster.nodes[5], AdminState::Down, WaitFor::Effective);
