@@ -9,7 +9,7 @@
 //! (the actuator used alone) does a tool hold stay in this replica's memory, and the answers
 //! say so.
 
-use crate::index::Admin;
+use crate::index::{Admin, NodeSpec};
 use crate::state::{Held, Store, admin_to_proto};
 use cutover_proto::v1::{
     ActuatorMessage, HoldAck, HoldRequest, NodeRef, NodeResult, ResultPhase, WaitFor,
@@ -189,6 +189,8 @@ pub fn refused(ack: &HoldAck) -> Status {
 pub struct HoldWait {
     /// The node as the tool named it (`uid` from the ack when the tool gave none).
     pub node: NodeRef,
+    /// How to find the node's entries, as the tool described it.
+    pub spec: NodeSpec,
     pub hold: bool,
     pub reason: String,
     pub requester: String,

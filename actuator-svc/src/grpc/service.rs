@@ -357,12 +357,33 @@ impl ActuatorService {
             }));
         }
         let mut shutdown = self.shutdown.clone();
-        let (result, timed_out) = tokio::select! {
+        let (mut result, timed_out) = tokio::select! {
             r = holds::wait_for(&self.store, &w) => r,
             _ = shutdown.wait_for(|s| *s) => {
                 return Err(Status::unavailable("actuator is draining; ask another replica"));
             }
         };
+        // The node's entries as this replica's pool cache resolves them (from the stream's
+        // node reference, which signal-svc fills in). Another replica may have written them:
+        // once the fleet says EFFECTIVE, every one reads the desired state.
+        let spec = self
+            .store
+            .find_stream(&w.node.uid, &w.node.name)
+            .map_or(w.spec.clone(), |h| h.spec);
+        let (index, _) = self.cache.index(None);
+        let effective = result.phase == ResultPhase::Effective as i32;
+        result.entries = index
+            .resolve(&spec, None)
+            .entries
+            .iter()
+            .map(|e| {
+                let mut r = entry_ref(e);
+                if effective {
+                    r.admin_state = result.desired;
+                }
+                r
+            })
+            .collect();
         Ok(Response::new(SetNodeAdminStateResponse {
             result: Some(result),
             timed_out,
@@ -543,6 +564,7 @@ impl Actuator for ActuatorService {
         if route == holds::Route::Durable {
             let w = holds::HoldWait {
                 node,
+                spec,
                 hold: desired == Admin::Down,
                 reason: req.reason.clone(),
                 requester,
@@ -720,16 +742,15 @@ impl Actuator for ActuatorService {
             // A hold shows its own reason text and the time it was set (which outlives any
             // replica), not the time this replica learnt of it.
             let (reasons, since) = match (&h.hold, h.source) {
+                // The tool's reason first (as for a memory-only hold), then any taint keys.
                 (Some(x), Source::Stream) => (
-                    h.reasons
-                        .iter()
-                        .filter(|r| r.as_str() != holds::HOLD_KEY)
-                        .cloned()
-                        .chain(std::iter::once(format!(
-                            "{}: {}",
-                            holds::HOLD_KEY,
-                            x.reason
-                        )))
+                    std::iter::once(x.reason.clone())
+                        .chain(
+                            h.reasons
+                                .iter()
+                                .filter(|r| r.as_str() != holds::HOLD_KEY)
+                                .cloned(),
+                        )
                         .collect(),
                     x.since
                         .unwrap_or_else(|| prost_types::Timestamp::from(h.since)),

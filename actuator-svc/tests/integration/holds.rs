@@ -146,6 +146,13 @@ async fn a_hold_goes_up_the_stream_and_the_wait_ends_on_the_fleet_status() {
     assert_eq!(phase(&r), ResultPhase::Effective);
     assert_eq!(r.version, Some(Version { epoch: 5, seq: 1 }));
     assert!(!r.reason.contains("memory only"), "{}", r.reason);
+    assert_eq!(r.entries.len(), 4, "every entry of the node: {r:?}");
+    assert!(
+        r.entries
+            .iter()
+            .all(|e| e.admin_state == AdminState::Down as i32),
+        "{r:?}"
+    );
 
     // Both replicas list it as a hold, with who set it; effective only where the fleet
     // status said so (b has not received one yet).
@@ -164,7 +171,11 @@ async fn a_hold_goes_up_the_stream_and_the_wait_ends_on_the_fleet_status() {
         assert_eq!(held.len(), 1, "{list:?}");
         assert_eq!(held[0].source, "hold");
         assert_eq!(held[0].requester, req.requester);
-        assert_eq!(held[0].reasons, vec![format!("{HOLD_KEY}: test")]);
+        assert_eq!(
+            held[0].reasons,
+            vec!["test".to_string()],
+            "the tool's reason"
+        );
         assert_eq!(
             held[0].since.unwrap().seconds,
             1_795_000_000,
