@@ -2,11 +2,11 @@
 //! the Kubernetes API (or kills a process, or injects an ARM fault), waits for the outcome on
 //! the ARM side, and records latencies, ARM calls and any problem with the end state.
 
+use crate::certs::ACTUATOR_NAME;
 use crate::judge::State;
 use crate::kube_ops::{OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
 use crate::sandbox::{Outcome, Sandbox, ms};
 use crate::stack::Stack;
-use crate::certs::ACTUATOR_NAME;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::{
     AdminState, HeldNode, ListHeldEntriesRequest, NodeRef, NodeResult, ResultPhase,
