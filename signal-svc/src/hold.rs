@@ -226,6 +226,34 @@ mod tests {
         }
     }
 
+    /// A stream whose epoch is no longer the leader's (a standby, a deposed leader) refuses
+    /// without touching the API server.
+    #[tokio::test]
+    async fn a_request_on_a_stale_epoch_is_answered_not_leader() {
+        use crate::domain::dispatch::Dispatcher;
+        use crate::domain::index::NodeIndex;
+        use crate::domain::taints::TriggerSet;
+        use crate::state::Core;
+        let (taints, _rx) = mpsc::unbounded_channel();
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(jiff::SignedDuration::from_mins(1)),
+        };
+        let shared = Arc::new(Shared::new(core, "me".into(), false, taints));
+        shared.become_leader(5);
+        let (tx, mut rx) = mpsc::channel(4);
+        serve(&shared, 4, req("n", "x"), tx.downgrade());
+        let Some(SignalMessage {
+            kind: Some(Kind::HoldAck(a)),
+        }) = rx.recv().await
+        else {
+            panic!("no ack");
+        };
+        assert!(!a.ok);
+        assert_eq!(a.error, "not leader");
+        assert_eq!(a.request_id, "r1");
+    }
+
     #[test]
     fn requests_are_checked_before_any_api_call() {
         assert_eq!(validate(&req("aks-np-1", "ticket 1")), Ok(()));
