@@ -11,6 +11,7 @@
 //! - `index` (pure): which entries of which pools belong to a node; `plan` (pure): the
 //!   coalesced entry changes of one write round.
 //! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy.
+//! - `holds`: tool holds relayed to signal-svc (stored on the Node, fleet-wide and durable).
 //! - `writer`: one task per load balancer; `state`: desired states, per-LB progress, results.
 //! - `grpc`: the `cutover.v1.Actuator` service with mTLS allow-lists; `admin`: `/live`,
 //!   `/ready`, `/metrics`; `runtime`: wiring and drain.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod credentials;
 pub mod grpc;
 pub mod guard;
+pub mod holds;
 pub mod index;
 pub mod metrics;
 pub mod ownership;

@@ -8,16 +8,17 @@
 //! once per version and covered set: a replica that takes over another LB mid-version sends
 //! the phase again with the larger set, and signal-svc unions the sets across replicas.
 
+use crate::holds::Uplink;
 use crate::index::{Admin, IndexedEntry, NodeSpec};
 use crate::metrics::Metrics;
 use crate::ownership::{Grant, Ownership, Refused};
 use cutover_proto::VersionExt;
-use cutover_proto::v1::{AdminState, EntryRef, NodeRef, NodeResult, ResultPhase, Version};
+use cutover_proto::v1::{AdminState, EntryRef, Hold, NodeRef, NodeResult, ResultPhase, Version};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 /// Who asked for a node's state.
@@ -28,11 +29,12 @@ pub enum Source {
 }
 
 impl Source {
-    /// As in `HeldNode.source`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Source::Stream => "stream",
-            Source::Tool => "tool",
+    /// As in `HeldNode.source`: a stream state carrying a durable tool hold is `hold`.
+    pub fn label(self, hold: bool) -> &'static str {
+        match (self, hold) {
+            (Source::Stream, false) => "stream",
+            (Source::Stream, true) => "hold",
+            (Source::Tool, _) => "tool",
         }
     }
 }
@@ -57,6 +59,9 @@ pub struct Held {
     pub version: Version,
     pub source: Source,
     pub reasons: Vec<String>,
+    /// The tool hold behind this state: durable (a stream state from the Node annotation) or
+    /// memory-only (`Source::Tool`).
+    pub hold: Option<Hold>,
     pub since: SystemTime,
     pub received_at: SystemTime,
     received: Instant,
@@ -140,6 +145,9 @@ struct Inner {
     max_epoch: u64,
     tool_seq: u64,
     order: u64,
+    /// Per node UID: the fleet-wide phase of its newest version signal-svc reported
+    /// (`NodeStatus`), whichever replica wrote each load balancer.
+    fleet: HashMap<String, (Version, ResultPhase)>,
 }
 
 /// The shared store.
@@ -148,6 +156,9 @@ pub struct Store {
     results: broadcast::Sender<NodeResult>,
     writers: BTreeMap<String, Arc<Notify>>,
     metrics: Arc<Metrics>,
+    /// Bumped on every change of an asserted state or a fleet status (tool waits re-check).
+    changes: watch::Sender<u64>,
+    uplink: Uplink,
 }
 
 impl std::fmt::Debug for Store {
@@ -174,6 +185,7 @@ impl Store {
                 max_epoch: 0,
                 tool_seq: 0,
                 order: 0,
+                fleet: HashMap::new(),
             }),
             results,
             writers: lbs
@@ -181,7 +193,84 @@ impl Store {
                 .map(|l| (l.clone(), Arc::new(Notify::new())))
                 .collect(),
             metrics,
+            changes: watch::channel(0).0,
+            uplink: Uplink::default(),
         }
+    }
+
+    /// The streams hold requests go up (see `holds`).
+    pub fn uplink(&self) -> &Uplink {
+        &self.uplink
+    }
+
+    /// Wakes on every change of an asserted state or a fleet status.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Records a fleet-wide phase from signal-svc: newer versions replace older ones; within a
+    /// version the phase only moves forward (FAILED, then ACCEPTED, then EFFECTIVE).
+    pub fn note_status(&self, uid: &str, version: Version, phase: ResultPhase) {
+        let rank = |p: ResultPhase| match p {
+            ResultPhase::Effective => 3,
+            ResultPhase::Accepted => 2,
+            ResultPhase::Failed => 1,
+            _ => 0,
+        };
+        {
+            let mut inner = self.inner.lock();
+            match inner.fleet.get(uid) {
+                Some((v, _)) if version.is_newer_than(v) => {}
+                Some((v, p)) if *v == version && rank(phase) > rank(*p) => {}
+                Some(_) => return,
+                None => {}
+            }
+            inner.fleet.insert(uid.to_owned(), (version, phase));
+        }
+        self.changed();
+    }
+
+    /// The fleet-wide phase of `version` of node `uid`, if signal-svc reported one.
+    pub fn fleet_phase(&self, uid: &str, version: Version) -> Option<ResultPhase> {
+        self.inner
+            .lock()
+            .fleet
+            .get(uid)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, p)| *p)
+    }
+
+    /// Stops asserting memory-only tool states of node `name` (a durable hold request
+    /// supersedes them). Returns how many were dropped.
+    pub fn drop_tool_states(&self, name: &str) -> usize {
+        let mut inner = self.inner.lock();
+        let before = inner.held.len();
+        inner
+            .held
+            .retain(|_, h| h.source != Source::Tool || h.node.name != name);
+        before - inner.held.len()
+    }
+
+    /// The stream state of a node, by UID or else by name.
+    pub fn find_stream(&self, uid: &str, name: &str) -> Option<Held> {
+        let inner = self.inner.lock();
+        inner
+            .held
+            .values()
+            .filter(|h| h.source == Source::Stream)
+            .filter(|h| {
+                if uid.is_empty() {
+                    h.node.name == name
+                } else {
+                    h.node.uid == uid
+                }
+            })
+            .max_by_key(|h| h.order)
+            .cloned()
     }
 
     /// The managed load balancers.
@@ -293,6 +382,7 @@ impl Store {
         version: Version,
         source: Source,
         reasons: Vec<String>,
+        hold: Option<Hold>,
     ) -> Offer {
         let mut emit = Vec::new();
         {
@@ -332,6 +422,7 @@ impl Store {
                 version,
                 source,
                 reasons,
+                hold,
                 since,
                 received_at: now,
                 received: Instant::now(),
@@ -352,31 +443,44 @@ impl Store {
             self.emit(r);
         }
         self.wake_all();
+        self.changed();
         Offer::Applied
     }
 
     /// The node is gone: stop asserting it (no write).
     pub fn forget(&self, key: &str, uid: &str, version: Version) -> Offer {
-        let mut inner = self.inner.lock();
-        if let Some(seen) = inner.stream_versions.get(uid)
-            && !version.is_newer_than(seen)
         {
-            return Offer::Stale;
+            let mut inner = self.inner.lock();
+            if let Some(seen) = inner.stream_versions.get(uid)
+                && !version.is_newer_than(seen)
+            {
+                return Offer::Stale;
+            }
+            inner.stream_versions.insert(uid.to_string(), version);
+            inner.held.remove(key);
+            inner.fleet.remove(uid);
         }
-        inner.stream_versions.insert(uid.to_string(), version);
-        inner.held.remove(key);
+        self.changed();
         Offer::Applied
     }
 
     /// After a stream snapshot: stream-sourced nodes the snapshot did not mention stop being
     /// asserted. Returns how many were dropped.
     pub fn retain_stream(&self, mentioned: &HashSet<String>) -> usize {
-        let mut inner = self.inner.lock();
-        let before = inner.held.len();
-        inner
-            .held
-            .retain(|k, h| h.source != Source::Stream || mentioned.contains(k));
-        before - inner.held.len()
+        let dropped = {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            let before = inner.held.len();
+            inner
+                .held
+                .retain(|k, h| h.source != Source::Stream || mentioned.contains(k));
+            // Fleet statuses only for nodes a stream still asserts (memory stays bounded).
+            let held = &inner.held;
+            inner.fleet.retain(|uid, _| held.contains_key(uid));
+            before - inner.held.len()
+        };
+        self.changed();
+        dropped
     }
 
     /// The nodes a writer must assert on `lb`, oldest instruction first: everything held

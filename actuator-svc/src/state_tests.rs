@@ -28,6 +28,7 @@ fn offer(s: &Store, uid: &str, desired: Admin, ver: Version) -> Offer {
         ver,
         Source::Stream,
         vec![],
+        None,
     )
 }
 
@@ -119,6 +120,7 @@ fn snapshot_end_drops_unmentioned_stream_nodes_only() {
         s.next_tool_version(),
         Source::Tool,
         vec![],
+        None,
     );
     let keep: HashSet<String> = ["u2".to_string()].into();
     assert_eq!(s.retain_stream(&keep), 1);
@@ -132,4 +134,58 @@ fn stale_leader_epochs_are_refused() {
     assert!(s.accept_epoch(3).is_ok());
     assert!(s.accept_epoch(3).is_ok(), "same leader reconnecting");
     assert_eq!(s.accept_epoch(2), Err(3));
+}
+
+#[test]
+fn fleet_status_moves_forward_only_and_follows_the_newest_version() {
+    let s = mk_store();
+    offer(&s, "u1", Admin::Down, v(1, 1));
+    let mut changes = s.changes();
+    changes.borrow_and_update();
+    assert_eq!(s.fleet_phase("u1", v(1, 1)), None);
+    s.note_status("u1", v(1, 1), ResultPhase::Accepted);
+    assert!(changes.has_changed().unwrap(), "waiting tools are woken");
+    s.note_status("u1", v(1, 1), ResultPhase::Effective);
+    s.note_status("u1", v(1, 1), ResultPhase::Accepted);
+    assert_eq!(
+        s.fleet_phase("u1", v(1, 1)),
+        Some(ResultPhase::Effective),
+        "a late ACCEPTED does not undo EFFECTIVE"
+    );
+    s.note_status("u1", v(1, 0), ResultPhase::Failed);
+    assert_eq!(s.fleet_phase("u1", v(1, 1)), Some(ResultPhase::Effective));
+    s.note_status("u1", v(1, 2), ResultPhase::Accepted);
+    assert_eq!(s.fleet_phase("u1", v(1, 1)), None, "about an older version");
+    assert_eq!(s.fleet_phase("u1", v(1, 2)), Some(ResultPhase::Accepted));
+    // A snapshot that no longer names the node drops its status too.
+    s.retain_stream(&HashSet::new());
+    assert_eq!(s.fleet_phase("u1", v(1, 2)), None);
+}
+
+#[test]
+fn a_durable_hold_supersedes_memory_only_tool_states_of_the_node() {
+    let s = mk_store();
+    for name in ["x", "y"] {
+        s.offer(
+            format!("name:{name}"),
+            mk_node(name),
+            NodeSpec::default(),
+            Admin::Down,
+            s.next_tool_version(),
+            Source::Tool,
+            vec![],
+            None,
+        );
+    }
+    offer(&s, "x", Admin::Down, v(1, 1));
+    assert_eq!(s.drop_tool_states("node-x"), 1);
+    let left: Vec<_> = s.held().into_iter().map(|h| (h.key, h.source)).collect();
+    assert_eq!(
+        left,
+        vec![
+            ("name:y".into(), Source::Tool),
+            ("x".into(), Source::Stream)
+        ]
+    );
+    assert_eq!(s.find_stream("", "node-x").map(|h| h.key), Some("x".into()));
 }

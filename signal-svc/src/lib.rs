@@ -9,6 +9,8 @@
 //!     -> one gRPC stream per actuator endpoint (leader)   [stream]
 //!     <- NodeResults -> Node events + metrics             [results]
 //! NodeIndex taint requests -> TaintWriter (leader)        [taint]
+//! actuator HoldRequests -> Node annotation (leader)      [hold]
+//! fleet-wide NodeStatus -> every actuator stream         [fleet]
 //! Lease (RV-checked PUT) -> leadership epoch              [lease]
 //! ```
 //! Decisions live in [`domain`] (no I/O); everything else is a thin adapter wired in
@@ -18,6 +20,8 @@ pub mod admin;
 pub mod config;
 pub mod discovery;
 pub mod domain;
+pub mod fleet;
+pub mod hold;
 pub mod leader;
 pub mod metrics;
 pub mod results;

@@ -4,7 +4,7 @@
 
 use crate::domain::coverage::{Coverage, Reached};
 use crate::state::Shared;
-use cutover_proto::v1::{AdminState, NodeResult, ResultPhase};
+use cutover_proto::v1::{AdminState, NodeRef, NodeResult, NodeStatus, ResultPhase};
 use jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::sync::Arc;
@@ -50,6 +50,23 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
     };
     let down = r.desired == AdminState::Down as i32;
     let mut event = None;
+    for step in &reached {
+        let phase = match step {
+            Reached::Accepted => ResultPhase::Accepted,
+            Reached::Effective => ResultPhase::Effective,
+            Reached::Failed => ResultPhase::Failed,
+        };
+        // No stream listening is fine: a stream that opens later gets `fleet_statuses`.
+        let _ = shared.statuses.send(NodeStatus {
+            node: Some(NodeRef {
+                name: node.name.clone(),
+                uid: node.uid.clone(),
+                ..NodeRef::default()
+            }),
+            version: Some(version),
+            phase: phase as i32,
+        });
+    }
     for step in reached {
         match step {
             Reached::Accepted => {
@@ -184,7 +201,7 @@ mod tests {
     use crate::domain::node::NodeView;
     use crate::domain::taints::TriggerSet;
     use crate::state::Core;
-    use cutover_proto::v1::{NodeRef, Version};
+    use cutover_proto::v1::Version;
 
     fn shared_with_down_node() -> Shared {
         let (tx, _rx) = mpsc::unbounded_channel();
@@ -204,6 +221,7 @@ mod tests {
             taints: vec![],
             condition_notice: None,
             spot_notice_handled: false,
+            hold: None,
         };
         let state = DesiredState {
             node,

@@ -112,7 +112,8 @@ impl Service {
         };
         let shared = Arc::new(
             Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
-                .with_assignment_valid_for(config.assignment_valid_for),
+                .with_assignment_valid_for(config.assignment_valid_for)
+                .with_hold_writer(crate::hold::HoldWriter::new(client.clone())),
         );
         let stop = shutdown.child_token();
         let (ep_tx, ep_rx) = tokio_watch::channel(Vec::new());

@@ -8,6 +8,7 @@
 //! Lenient like the `DynamicObject` path it replaces: a leaf of the wrong shape does not fail a
 //! whole LIST page; it marks the object malformed, and the watch skips it with one warning.
 
+use crate::domain::hold::HOLD_ANNOTATION;
 use crate::domain::taints::SPOT_NOTICE_HANDLED;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -17,7 +18,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 const KEPT_LABELS: &[&str] = &["topology.kubernetes.io/zone"];
-const KEPT_ANNOTATIONS: &[&str] = &[SPOT_NOTICE_HANDLED];
+const KEPT_ANNOTATIONS: &[&str] = &[SPOT_NOTICE_HANDLED, HOLD_ANNOTATION];
 
 /// A leaf read leniently: `Err` keeps the reason instead of failing the whole object.
 #[derive(Clone, Debug)]

@@ -5,12 +5,13 @@ use crate::domain::coverage::Coverage;
 use crate::domain::dispatch::Dispatcher;
 use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
+use cutover_proto::v1::{NodeRef, NodeStatus};
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 /// The pure core: one lock, so an index change and its dispatch are atomic.
 #[derive(Debug)]
@@ -39,6 +40,10 @@ pub struct Shared {
     pub reported: Mutex<HashMap<String, Coverage>>,
     /// Which live stream writes which load balancer (leader only).
     pub assign: Mutex<Assigner>,
+    /// Fleet-wide phases as they are reached, for every actuator stream (leader only).
+    pub statuses: broadcast::Sender<NodeStatus>,
+    /// Writes tool holds on Nodes (absent in tests that do not talk to Kubernetes).
+    pub holds: Option<crate::hold::HoldWriter>,
 }
 
 impl Shared {
@@ -62,7 +67,42 @@ impl Shared {
             taint_tx,
             reported: Mutex::default(),
             assign: Mutex::new(Assigner::new(DEFAULT_ASSIGNMENT_VALID_FOR)),
+            statuses: broadcast::channel(4096).0,
+            holds: None,
         }
+    }
+
+    /// Lets the leader write tool holds on Nodes.
+    pub fn with_hold_writer(mut self, writer: crate::hold::HoldWriter) -> Self {
+        self.holds = Some(writer);
+        self
+    }
+
+    /// The fleet-wide phase of every asserted node's current version that reached one: what a
+    /// stream that just opened has missed.
+    pub fn fleet_statuses(&self) -> Vec<NodeStatus> {
+        let reported = self.reported.lock();
+        let core = self.core.lock();
+        reported
+            .iter()
+            .filter_map(|(uid, cov)| {
+                let (version, phase) = cov.reached()?;
+                let current = core.dispatch.current(uid)?;
+                if current.version != Some(version) {
+                    return None;
+                }
+                let node = current.node.as_ref()?;
+                Some(NodeStatus {
+                    node: Some(NodeRef {
+                        name: node.name.clone(),
+                        uid: node.uid.clone(),
+                        ..NodeRef::default()
+                    }),
+                    version: Some(version),
+                    phase: phase as i32,
+                })
+            })
+            .collect()
     }
 
     /// Sets how long assignments hold without a heartbeat.

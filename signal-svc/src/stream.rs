@@ -232,6 +232,7 @@ async fn connection(
         let shared = shared.clone();
         let events = events.clone();
         let endpoint = endpoint.to_owned();
+        let reply = tx.downgrade();
         tokio::spawn(async move {
             let mut ack_tx = Some(ack_tx);
             let end = loop {
@@ -239,6 +240,9 @@ async fn connection(
                     Ok(Some(m)) => match m.kind {
                         Some(actuator_message::Kind::Result(r)) => {
                             results::dispatch_result(&shared, &events, &r)
+                        }
+                        Some(actuator_message::Kind::HoldRequest(req)) => {
+                            crate::hold::serve(&shared, epoch, req, reply.clone())
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");
@@ -277,6 +281,7 @@ async fn connection(
     tx.send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
         .await
         .map_err(|_| closed())?;
+    let _statuses = AbortOnDrop(crate::fleet::forward(shared, tx.downgrade()));
     let load_balancers = tokio::select! {
         ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
             Ok(Ok(lbs)) => lbs,

@@ -385,6 +385,7 @@ fn down(name: &str) -> Change {
                 taints: vec![],
                 condition_notice: None,
                 spot_notice_handled: false,
+                hold: None,
             },
             desired: Desired::Down,
             reasons: vec![OOS.into()],

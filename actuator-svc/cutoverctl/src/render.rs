@@ -201,6 +201,11 @@ pub fn held_table(resp: &ListHeldEntriesResponse) -> String {
             vec![
                 h.node.as_ref().map(|n| n.name.clone()).unwrap_or_default(),
                 h.source.clone(),
+                if h.requester.is_empty() {
+                    "-".to_string()
+                } else {
+                    h.requester.clone()
+                },
                 h.reasons.join(","),
                 version(h.version.as_ref()),
                 timestamp(h.since.as_ref()).unwrap_or_else(|| "-".into()),
@@ -213,6 +218,7 @@ pub fn held_table(resp: &ListHeldEntriesResponse) -> String {
         &[
             "NODE",
             "SOURCE",
+            "BY",
             "REASONS",
             "VERSION",
             "SINCE",
@@ -231,6 +237,7 @@ pub fn held_json(resp: &ListHeldEntriesResponse) -> Value {
                 json!({
                     "node": node_json(h.node.as_ref()),
                     "source": h.source,
+                    "requester": h.requester,
                     "reasons": h.reasons,
                     "version": version(h.version.as_ref()),
                     "since": timestamp(h.since.as_ref()),

@@ -8,7 +8,8 @@ use crate::arm::budget::{ToolShare, Verdict};
 use crate::arm::doc;
 use crate::cache::SharedCache;
 use crate::guard::Guard;
-use crate::index::NodeSpec;
+use crate::holds;
+use crate::index::{Admin, NodeSpec};
 use crate::index::{LbIndex, PoolIndex};
 use crate::metrics::Metrics;
 use crate::ownership::Grant;
@@ -17,8 +18,8 @@ use crate::tools::{Lookup, ToolLimiter, UnknownNodes, caller_identity};
 use cutover_proto::v1::actuator_server::Actuator;
 use cutover_proto::v1::{
     ActuatorMessage, AdminState, GetNodeAdminStateRequest, GetNodeAdminStateResponse, HeldNode,
-    HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeRef, NodeResult, ResultPhase,
-    SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, WaitFor,
+    HelloAck, Hold, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeRef, NodeResult,
+    ResultPhase, SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, WaitFor,
     WatchResultsRequest, actuator_message, signal_message,
 };
 use parking_lot::Mutex;
@@ -106,7 +107,11 @@ async fn serve_stream(
             load_balancers: svc.store.lbs(),
         })),
     };
+    // Hold requests from tools may go up this stream from now on (registered before the
+    // HelloAck, so a client that saw the ack can count on it).
+    let link = svc.store.uplink().register(epoch, tx.clone());
     if tx.send(Ok(ack)).await.is_err() {
+        svc.store.uplink().unregister(link);
         return;
     }
     let forward = {
@@ -141,6 +146,7 @@ async fn serve_stream(
         })
     };
     let outcome = stream_loop(&svc, &mut inbound, epoch, &mine).await;
+    svc.store.uplink().unregister(link);
     svc.store.stream_ended(epoch);
     if let Err(status) = outcome {
         tracing::warn!(error = %status.message(), "desired-state stream refused");
@@ -168,6 +174,7 @@ async fn stream_loop(
             d.version,
             Source::Stream,
             d.reasons,
+            d.hold,
         ) == Offer::Stale
         {
             tracing::debug!("stale desired state dropped");
@@ -250,6 +257,20 @@ async fn stream_loop(
                     return Err(Status::failed_precondition(format!("assignment: {e}")));
                 }
             }
+            // Answers to this replica's hold requests, and fleet-wide phases: at any time.
+            Some(signal_message::Kind::HoldAck(a)) => svc.store.uplink().ack(a),
+            Some(signal_message::Kind::NodeStatus(s)) => {
+                let m = SignalMessage {
+                    kind: Some(signal_message::Kind::NodeStatus(s)),
+                };
+                validate::signal_message(&m)?;
+                if let Some(signal_message::Kind::NodeStatus(s)) = m.kind
+                    && let (Some(node), Some(version)) = (s.node, s.version)
+                {
+                    let phase = ResultPhase::try_from(s.phase).unwrap_or(ResultPhase::Unspecified);
+                    svc.store.note_status(&node.uid, version, phase);
+                }
+            }
             Some(signal_message::Kind::Forget(f)) => {
                 if in_snapshot {
                     return Err(invalid("forget: before snapshot_end".into()));
@@ -261,6 +282,20 @@ async fn stream_loop(
         }
     }
     Ok(())
+}
+
+/// The `GetNodeAdminState` note for a tool hold: who, since when, why, and how durable.
+fn hold_note(h: &crate::state::Held) -> Option<String> {
+    let x = h.hold.as_ref()?;
+    let since = x.since.map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+    let how = match h.source {
+        Source::Stream => "durable: stored on the Node, the same on every replica",
+        Source::Tool => holds::MEMORY_ONLY,
+    };
+    Some(format!(
+        "held down by {} since {since}: {:?} ({how})",
+        x.requester, x.reason
+    ))
 }
 
 fn reached(r: &NodeResult, wait: WaitFor) -> bool {
@@ -275,6 +310,86 @@ fn reached(r: &NodeResult, wait: WaitFor) -> bool {
 }
 
 impl ActuatorService {
+    /// A tool hold while a signal-svc stream is connected: relayed to the leader, stored on
+    /// the Node, then waited for as every replica sees it (see `holds`).
+    async fn set_durable(
+        &self,
+        mut w: holds::HoldWait,
+    ) -> Result<Response<SetNodeAdminStateResponse>, Status> {
+        let ack = self
+            .store
+            .uplink()
+            .request(
+                w.node.clone(),
+                w.hold,
+                w.reason.clone(),
+                w.requester.clone(),
+                w.deadline,
+            )
+            .await
+            .map_err(|e| match e {
+                holds::UplinkError::Timeout => Status::deadline_exceeded(format!("{e}; retry")),
+                _ => Status::unavailable(format!("{e}; retry")),
+            })?;
+        if !ack.ok {
+            return Err(holds::refused(&ack));
+        }
+        if w.node.uid.is_empty() {
+            w.node.uid = ack.node_uid.clone();
+        }
+        // A hold kept in memory before the stream came is superseded by the durable one.
+        let dropped = self.store.drop_tool_states(&w.node.name);
+        tracing::info!(node = %w.node.name, hold = w.hold, requester = %w.requester, dropped_memory_holds = dropped, "durable tool hold acknowledged by signal-svc");
+        if w.wait == WaitFor::Unspecified {
+            let desired = if w.hold {
+                AdminState::Down
+            } else {
+                AdminState::None
+            };
+            return Ok(Response::new(SetNodeAdminStateResponse {
+                result: Some(NodeResult {
+                    node: Some(w.node),
+                    desired: desired as i32,
+                    reason: "durable hold: stored on the Node".into(),
+                    ..NodeResult::default()
+                }),
+                timed_out: false,
+            }));
+        }
+        let mut shutdown = self.shutdown.clone();
+        let (mut result, timed_out) = tokio::select! {
+            r = holds::wait_for(&self.store, &w) => r,
+            _ = shutdown.wait_for(|s| *s) => {
+                return Err(Status::unavailable("actuator is draining; ask another replica"));
+            }
+        };
+        // The node's entries as this replica's pool cache resolves them (from the stream's
+        // node reference, which signal-svc fills in). Another replica may have written them:
+        // once the fleet says EFFECTIVE, every one reads the desired state.
+        let spec = self
+            .store
+            .find_stream(&w.node.uid, &w.node.name)
+            .map_or(w.spec.clone(), |h| h.spec);
+        let (index, _) = self.cache.index(None);
+        let effective = result.phase == ResultPhase::Effective as i32;
+        result.entries = index
+            .resolve(&spec, None)
+            .entries
+            .iter()
+            .map(|e| {
+                let mut r = entry_ref(e);
+                if effective {
+                    r.admin_state = result.desired;
+                }
+                r
+            })
+            .collect();
+        Ok(Response::new(SetNodeAdminStateResponse {
+            result: Some(result),
+            timed_out,
+        }))
+    }
+
     /// Reads every managed LB from ARM now (one GET each, in parallel), each read within the
     /// tool share of the read budget.
     async fn fresh_index(&self) -> Result<PoolIndex, Status> {
@@ -411,6 +526,7 @@ impl Actuator for ActuatorService {
     ) -> Result<Response<SetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
         self.limit(&request, "SetNodeAdminState")?;
+        let requester = caller_identity(&request);
         let req = request.into_inner();
         let validate::SetRequest {
             node,
@@ -439,9 +555,33 @@ impl Actuator for ActuatorService {
                 timed_out: false,
             }));
         }
+        let route = self.store.uplink().route();
+        if route == holds::Route::Retry {
+            return Err(Status::unavailable(
+                "no signal-svc stream right now (a leader change?); a hold set now would not be durable; retry in a few seconds",
+            ));
+        }
+        if route == holds::Route::Durable {
+            let w = holds::HoldWait {
+                node,
+                spec,
+                hold: desired == Admin::Down,
+                reason: req.reason.clone(),
+                requester,
+                wait,
+                deadline: tokio::time::Instant::now() + timeout,
+            };
+            return self.set_durable(w).await;
+        }
+        // No signal-svc stream: the actuator is used alone, and the hold can only live here.
         let version = self.store.next_tool_version();
         let mut rx = self.store.subscribe();
         let name = node.name.clone();
+        let hold = (desired == Admin::Down).then(|| Hold {
+            reason: req.reason.clone(),
+            requester,
+            since: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
+        });
         self.store.offer(
             validate::key_of(&node.uid, &node.name),
             node.clone(),
@@ -450,7 +590,16 @@ impl Actuator for ActuatorService {
             version,
             Source::Tool,
             reasons,
+            hold,
         );
+        let memory_only = |mut r: NodeResult| {
+            r.reason = if r.reason.is_empty() {
+                holds::MEMORY_ONLY.to_string()
+            } else {
+                format!("{}; {}", r.reason, holds::MEMORY_ONLY)
+            };
+            Some(r)
+        };
         let mut last = NodeResult {
             node: Some(node),
             version: Some(version),
@@ -460,7 +609,7 @@ impl Actuator for ActuatorService {
         };
         if wait == WaitFor::Unspecified {
             return Ok(Response::new(SetNodeAdminStateResponse {
-                result: Some(last),
+                result: memory_only(last),
                 timed_out: false,
             }));
         }
@@ -476,7 +625,7 @@ impl Actuator for ActuatorService {
             match next {
                 Err(_) => {
                     return Ok(Response::new(SetNodeAdminStateResponse {
-                        result: Some(last),
+                        result: memory_only(last),
                         timed_out: true,
                     }));
                 }
@@ -494,7 +643,7 @@ impl Actuator for ActuatorService {
                     last = r;
                     if done {
                         return Ok(Response::new(SetNodeAdminStateResponse {
-                            result: Some(last),
+                            result: memory_only(last),
                             timed_out: false,
                         }));
                     }
@@ -542,6 +691,9 @@ impl Actuator for ActuatorService {
             for (lb, reason) in self.guard.refused(&h.key) {
                 notes.push(format!("{reason} [load balancer {lb}]"));
             }
+            if let Some(note) = hold_note(h) {
+                notes.push(note);
+            }
         }
         Ok(Response::new(GetNodeAdminStateResponse {
             entries: resolved.entries.iter().map(entry_ref).collect(),
@@ -574,16 +726,48 @@ impl Actuator for ActuatorService {
             if lb_filter.is_some() && entries.is_empty() {
                 continue;
             }
-            let effective = h.effective()
-                && entries
-                    .iter()
-                    .all(|e| e.admin_state == AdminState::Down as i32);
+            // Stream states: the fleet-wide phase (another replica may own the LBs); a
+            // memory-only tool hold is written by this replica alone.
+            let effective = match h.source {
+                Source::Stream => {
+                    self.store.fleet_phase(&h.node.uid, h.version) == Some(ResultPhase::Effective)
+                }
+                Source::Tool => {
+                    h.effective()
+                        && entries
+                            .iter()
+                            .all(|e| e.admin_state == AdminState::Down as i32)
+                }
+            };
+            // A hold shows its own reason text and the time it was set (which outlives any
+            // replica), not the time this replica learnt of it.
+            let (reasons, since) = match (&h.hold, h.source) {
+                // The tool's reason first (as for a memory-only hold), then any taint keys.
+                (Some(x), Source::Stream) => (
+                    std::iter::once(x.reason.clone())
+                        .chain(
+                            h.reasons
+                                .iter()
+                                .filter(|r| r.as_str() != holds::HOLD_KEY)
+                                .cloned(),
+                        )
+                        .collect(),
+                    x.since
+                        .unwrap_or_else(|| prost_types::Timestamp::from(h.since)),
+                ),
+                _ => (h.reasons.clone(), prost_types::Timestamp::from(h.since)),
+            };
             nodes.push(HeldNode {
+                requester: h
+                    .hold
+                    .as_ref()
+                    .map(|x| x.requester.clone())
+                    .unwrap_or_default(),
                 node: Some(h.node.clone()),
-                source: h.source.label().to_string(),
-                reasons: h.reasons.clone(),
+                source: h.source.label(h.hold.is_some()).to_string(),
+                reasons,
                 version: Some(h.version),
-                since: Some(prost_types::Timestamp::from(h.since)),
+                since: Some(since),
                 entries,
                 effective,
             });

@@ -43,8 +43,12 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// How much of a refused value a message repeats.
 pub const ECHO_CHARS: usize = 32;
 
+/// A durable tool hold's reason and requester: 256 characters (signal-svc's bound) of up to
+/// 4 bytes each.
+pub const MAX_HOLD_TEXT: usize = 4 * 256;
+
 /// The largest legitimate `NodeDesiredState` on the wire, every field at its bound: strings
-/// plus a few bytes of tag and length each, the two timestamps and the version.
+/// plus a few bytes of tag and length each, the timestamps, the version and the hold.
 pub const MAX_DESIRED_STATE_BYTES: usize = (MAX_NAME + 3)
     + (MAX_UID + 3)
     + (MAX_PROVIDER_ID + 3)
@@ -54,7 +58,8 @@ pub const MAX_DESIRED_STATE_BYTES: usize = (MAX_NAME + 3)
     + 2 * 18
     + 24
     + 2
-    + 8;
+    + 8
+    + (2 * (MAX_HOLD_TEXT + 3) + 18 + 3);
 /// Nodes per snapshot message that signal-svc sends (`stream::SNAPSHOT_CHUNK`).
 pub const SNAPSHOT_CHUNK: usize = 500;
 /// The limit on every decoded message of the actuator service: the largest legitimate message
@@ -296,6 +301,8 @@ pub struct Desired {
     pub desired: Admin,
     pub version: Version,
     pub reasons: Vec<String>,
+    /// A durable tool hold (`NodeDesiredState.hold`).
+    pub hold: Option<cutover_proto::v1::Hold>,
 }
 
 /// The store key of a node: its UID, or its name when a tool gave none. UIDs never contain
@@ -337,6 +344,15 @@ pub fn desired_state(d: &NodeDesiredState, field: &str) -> Result<Desired, Inval
     reasons(&d.reasons, &format!("{field}.reasons"))?;
     timestamp(d.observed_at.as_ref(), &format!("{field}.observed_at"))?;
     timestamp(d.deadline.as_ref(), &format!("{field}.deadline"))?;
+    if let Some(h) = &d.hold {
+        printable(&format!("{field}.hold.reason"), &h.reason, MAX_HOLD_TEXT)?;
+        printable(
+            &format!("{field}.hold.requester"),
+            &h.requester,
+            MAX_HOLD_TEXT,
+        )?;
+        timestamp(h.since.as_ref(), &format!("{field}.hold.since"))?;
+    }
     let Some(version) = d.version else {
         return Err(Invalid::new(format!("{field}.version"), "required"));
     };
@@ -347,6 +363,7 @@ pub fn desired_state(d: &NodeDesiredState, field: &str) -> Result<Desired, Inval
         desired,
         version,
         reasons: d.reasons.clone(),
+        hold: d.hold.clone(),
     })
 }
 
@@ -502,6 +519,18 @@ pub fn signal_message(m: &SignalMessage) -> Result<(), Invalid> {
         Some(signal_message::Kind::Delta(d)) => desired_state(d, "delta").map(|_| ()),
         Some(signal_message::Kind::Forget(f)) => forget(f).map(|_| ()),
         Some(signal_message::Kind::Assignment(a)) => assignment_shape(a),
+        Some(signal_message::Kind::HoldAck(a)) => {
+            bounded("hold_ack.request_id", &a.request_id, 64)?;
+            printable("hold_ack.error", &a.error, 1024)?;
+            bounded("hold_ack.node_uid", &a.node_uid, MAX_UID)
+        }
+        Some(signal_message::Kind::NodeStatus(s)) => {
+            node_ref(s.node.as_ref(), "node_status.node", true)?;
+            if s.version.is_none() {
+                return Err(Invalid::new("node_status.version", "required"));
+            }
+            Ok(())
+        }
     }
 }
 

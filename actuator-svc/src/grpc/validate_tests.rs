@@ -320,6 +320,14 @@ fn message_limit_fits_the_largest_valid_snapshot_chunk() {
             seconds: i64::MAX,
             nanos: 999_999_999,
         }),
+        hold: Some(cutover_proto::v1::Hold {
+            reason: "r".repeat(MAX_HOLD_TEXT),
+            requester: "q".repeat(MAX_HOLD_TEXT),
+            since: Some(prost_types::Timestamp {
+                seconds: i64::MAX,
+                nanos: 999_999_999,
+            }),
+        }),
     };
     desired_state(&worst, "worst").unwrap();
     assert!(worst.encoded_len() <= MAX_DESIRED_STATE_BYTES);

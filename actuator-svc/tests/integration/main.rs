@@ -7,6 +7,7 @@ mod common;
 mod edge;
 mod faults;
 mod guard;
+mod holds;
 mod ownership;
 mod rpc;
 mod security;

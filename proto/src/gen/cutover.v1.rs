@@ -68,12 +68,13 @@ pub struct EntryRef {
     pub admin_state: i32,
 }
 /// Client -> actuator. The first message must be `hello`; `snapshot` messages and exactly one
-/// `snapshot_end` follow; then only `delta` and `forget` messages. Anything else ends the
-/// stream with INVALID_ARGUMENT.
+/// `snapshot_end` follow; then only `delta`, `forget` and `assignment` messages. `hold_ack` and
+/// `node_status` may come at any time after `hello`. Anything else ends the stream with
+/// INVALID_ARGUMENT.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SignalMessage {
-    #[prost(oneof = "signal_message::Kind", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "signal_message::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub kind: ::core::option::Option<signal_message::Kind>,
 }
 /// Nested message and enum types in `SignalMessage`.
@@ -93,7 +94,50 @@ pub mod signal_message {
         Forget(super::Forget),
         #[prost(message, tag = "6")]
         Assignment(super::Assignment),
+        #[prost(message, tag = "7")]
+        HoldAck(super::HoldAck),
+        #[prost(message, tag = "8")]
+        NodeStatus(super::NodeStatus),
     }
+}
+/// Answers one `HoldRequest` on the stream it came up. Sent once the Kubernetes API server
+/// accepted the Node patch (or once the request was refused); the hold itself then reaches
+/// every actuator replica as an ordinary `delta` of the node (with `NodeDesiredState.hold`).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HoldAck {
+    /// The `HoldRequest.request_id` answered.
+    #[prost(string, tag = "1")]
+    pub request_id: ::prost::alloc::string::String,
+    /// True if the Node now carries (or no longer carries, for a release) the hold.
+    #[prost(bool, tag = "2")]
+    pub ok: bool,
+    /// When `ok` is false: why, in a short message (e.g. "not leader", "unknown node",
+    /// "invalid reason: ...", "patch failed: ...").
+    #[prost(string, tag = "3")]
+    pub error: ::prost::alloc::string::String,
+    /// The UID of the Node patched (empty if refused), so the actuator can match the delta.
+    #[prost(string, tag = "4")]
+    pub node_uid: ::prost::alloc::string::String,
+}
+/// The fleet-wide progress of one version of one node: the phase the union of every actuator
+/// replica's results has reached (see `NodeResult.load_balancers`). The signal-svc leader sends
+/// it to every actuator stream when the union first reaches ACCEPTED / EFFECTIVE (or the version
+/// FAILED on some replica), and after `snapshot_end` for every asserted node whose current
+/// version already reached a phase. Any replica can then tell whether a node is effective on
+/// every managed load balancer, whoever writes them. Informational: it never triggers a write.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NodeStatus {
+    /// The node (`name` and `uid`).
+    #[prost(message, optional, tag = "1")]
+    pub node: ::core::option::Option<NodeRef>,
+    /// The version the phase is about (as in `NodeDesiredState.version`).
+    #[prost(message, optional, tag = "2")]
+    pub version: ::core::option::Option<Version>,
+    /// ACCEPTED, EFFECTIVE or FAILED.
+    #[prost(enumeration = "ResultPhase", tag = "3")]
+    pub phase: i32,
 }
 /// Which load balancers the receiving actuator replica writes. Sent by the signal-svc leader
 /// after `snapshot_end`, again whenever the set of live replicas changes, and periodically as a
@@ -176,6 +220,25 @@ pub struct NodeDesiredState {
     /// For a Spot eviction notice: the NotBefore deadline of the Azure scheduled event, if known.
     #[prost(message, optional, tag = "6")]
     pub deadline: ::core::option::Option<::prost_types::Timestamp>,
+    /// A durable tool hold on the node (the Node annotation `cutover.io/hold`, set through
+    /// `SetNodeAdminState` on any actuator replica). When present, `desired` is DOWN and
+    /// `reasons` contains `cutover.io/hold`.
+    #[prost(message, optional, tag = "7")]
+    pub hold: ::core::option::Option<Hold>,
+}
+/// A tool hold as stored on the Node (annotation `cutover.io/hold`).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Hold {
+    /// The reason the tool gave (at most 256 printable characters).
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+    /// Who set it: the tool's mTLS identity as the actuator saw it.
+    #[prost(string, tag = "2")]
+    pub requester: ::prost::alloc::string::String,
+    /// When it was set (first set: a repeated identical hold keeps it).
+    #[prost(message, optional, tag = "3")]
+    pub since: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// The node is gone from the cluster. The actuator stops asserting anything for it and writes
 /// nothing: its entries disappear with the cloud provider's normal reconciliation.
@@ -193,7 +256,7 @@ pub struct Forget {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ActuatorMessage {
-    #[prost(oneof = "actuator_message::Kind", tags = "1, 2")]
+    #[prost(oneof = "actuator_message::Kind", tags = "1, 2, 3")]
     pub kind: ::core::option::Option<actuator_message::Kind>,
 }
 /// Nested message and enum types in `ActuatorMessage`.
@@ -205,7 +268,34 @@ pub mod actuator_message {
         HelloAck(super::HelloAck),
         #[prost(message, tag = "2")]
         Result(super::NodeResult),
+        #[prost(message, tag = "3")]
+        HoldRequest(super::HoldRequest),
     }
+}
+/// Asks the signal-svc leader to set or release a durable tool hold on a node: a tool's
+/// `SetNodeAdminState` relayed by whichever actuator replica received it. The actuator sends it
+/// up an open stream of the current leader (the stream whose `Hello` had the newest
+/// `leader_epoch`); signal-svc writes the Node annotation `cutover.io/hold` and answers with a
+/// `HoldAck`. A standby answers `ok = false` ("not leader").
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HoldRequest {
+    /// Chosen by the actuator, unique among its open requests; echoed in `HoldAck.request_id`.
+    #[prost(string, tag = "1")]
+    pub request_id: ::prost::alloc::string::String,
+    /// The node; `name` is required (a DNS-1123 subdomain). With `uid`, the request is refused
+    /// if the Node of that name has another UID.
+    #[prost(message, optional, tag = "2")]
+    pub node: ::core::option::Option<NodeRef>,
+    /// True: hold the node DOWN; false: release the hold (the node then follows its taints).
+    #[prost(bool, tag = "3")]
+    pub hold: bool,
+    /// Why (the tool's `SetNodeAdminStateRequest.reason`); at most 256 printable characters.
+    #[prost(string, tag = "4")]
+    pub reason: ::prost::alloc::string::String,
+    /// Who asks: the tool's mTLS identity, as the actuator authenticated it.
+    #[prost(string, tag = "5")]
+    pub requester: ::prost::alloc::string::String,
 }
 /// Answers a `Hello`.
 #[allow(clippy::all)]
@@ -308,7 +398,8 @@ pub struct GetNodeAdminStateResponse {
     /// The desired state the actuator holds for the node, UNSPECIFIED if none.
     #[prost(enumeration = "AdminState", tag = "3")]
     pub desired: i32,
-    /// Notes on how the node was resolved (e.g. "resolved by name only").
+    /// Notes on how the node was resolved (e.g. "resolved by name only"), and on a hold (who set
+    /// it and whether it is durable or kept in this replica's memory only).
     #[prost(string, repeated, tag = "4")]
     pub notes: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
@@ -325,7 +416,9 @@ pub struct ListHeldEntriesRequest {
 pub struct HeldNode {
     #[prost(message, optional, tag = "1")]
     pub node: ::core::option::Option<NodeRef>,
-    /// `stream` (from signal-svc) or `tool`.
+    /// `stream` (taints, from signal-svc), `hold` (a durable tool hold, stored on the Node and
+    /// relayed by signal-svc to every replica) or `tool` (a hold kept only in this replica's
+    /// memory because no signal-svc stream was connected when it was set).
     #[prost(string, tag = "2")]
     pub source: ::prost::alloc::string::String,
     /// The reasons given (taint keys, or the tool's reason).
@@ -339,9 +432,14 @@ pub struct HeldNode {
     /// The entries, with their last known admin state.
     #[prost(message, repeated, tag = "6")]
     pub entries: ::prost::alloc::vec::Vec<EntryRef>,
-    /// Whether every entry is known to read DOWN.
+    /// Whether every entry is known to read DOWN. For `stream` and `hold` nodes: the fleet-wide
+    /// phase of the version (`NodeStatus`) is EFFECTIVE, whichever replica writes each load
+    /// balancer.
     #[prost(bool, tag = "7")]
     pub effective: bool,
+    /// For `hold` and `tool`: who set the hold (the tool's mTLS identity).
+    #[prost(string, tag = "8")]
+    pub requester: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -604,9 +702,14 @@ pub mod actuator_client {
                 .insert(GrpcMethod::new("cutover.v1.Actuator", "StreamDesiredStates"));
             self.inner.streaming(req, path, codec).await
         }
-        /// Imperatively set the admin state of every backend entry of one node, through the same
-        /// writer path as the stream. With `wait = EFFECTIVE` the call returns once the Azure
-        /// operations completed (or failed, or the wait timed out).
+        /// Imperatively set the admin state of every backend entry of one node. `DOWN` sets a tool
+        /// hold, `NONE` releases it. While a signal-svc stream is connected the hold is durable and
+        /// fleet-wide: the actuator relays it as a `HoldRequest`, signal-svc stores it on the Node,
+        /// and every replica receives it as an ordinary desired state (written by each load
+        /// balancer's owner); the wait then follows the fleet-wide `NodeStatus`. Without a stream the
+        /// hold is kept in this replica's memory only (and written by it on every load balancer); the
+        /// answer says so. With `wait = EFFECTIVE` the call returns once the Azure operations
+        /// completed (or failed, or the wait timed out).
         pub async fn set_node_admin_state(
             &mut self,
             request: impl tonic::IntoRequest<super::SetNodeAdminStateRequest>,
@@ -657,7 +760,8 @@ pub mod actuator_client {
                 .insert(GrpcMethod::new("cutover.v1.Actuator", "GetNodeAdminState"));
             self.inner.unary(req, path, codec).await
         }
-        /// The entries this actuator currently holds `DOWN`, with who asked for it.
+        /// The nodes held `DOWN` (by taints, durable tool holds, or this replica's memory-only tool
+        /// holds), with who asked for it. Every replica answers the same for stream and hold nodes.
         pub async fn list_held_entries(
             &mut self,
             request: impl tonic::IntoRequest<super::ListHeldEntriesRequest>,
@@ -750,9 +854,14 @@ pub mod actuator_server {
             tonic::Response<Self::StreamDesiredStatesStream>,
             tonic::Status,
         >;
-        /// Imperatively set the admin state of every backend entry of one node, through the same
-        /// writer path as the stream. With `wait = EFFECTIVE` the call returns once the Azure
-        /// operations completed (or failed, or the wait timed out).
+        /// Imperatively set the admin state of every backend entry of one node. `DOWN` sets a tool
+        /// hold, `NONE` releases it. While a signal-svc stream is connected the hold is durable and
+        /// fleet-wide: the actuator relays it as a `HoldRequest`, signal-svc stores it on the Node,
+        /// and every replica receives it as an ordinary desired state (written by each load
+        /// balancer's owner); the wait then follows the fleet-wide `NodeStatus`. Without a stream the
+        /// hold is kept in this replica's memory only (and written by it on every load balancer); the
+        /// answer says so. With `wait = EFFECTIVE` the call returns once the Azure operations
+        /// completed (or failed, or the wait timed out).
         async fn set_node_admin_state(
             &self,
             request: tonic::Request<super::SetNodeAdminStateRequest>,
@@ -769,7 +878,8 @@ pub mod actuator_server {
             tonic::Response<super::GetNodeAdminStateResponse>,
             tonic::Status,
         >;
-        /// The entries this actuator currently holds `DOWN`, with who asked for it.
+        /// The nodes held `DOWN` (by taints, durable tool holds, or this replica's memory-only tool
+        /// holds), with who asked for it. Every replica answers the same for stream and hold nodes.
         async fn list_held_entries(
             &self,
             request: tonic::Request<super::ListHeldEntriesRequest>,

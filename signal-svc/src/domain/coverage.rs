@@ -52,6 +52,21 @@ pub enum Reached {
 }
 
 impl Coverage {
+    /// The furthest fleet-wide phase the tracked version has reached, if any.
+    pub fn reached(&self) -> Option<(Version, ResultPhase)> {
+        let version = self.version?;
+        let phase = if self.effective.reported {
+            ResultPhase::Effective
+        } else if self.accepted.reported {
+            ResultPhase::Accepted
+        } else if self.failed {
+            ResultPhase::Failed
+        } else {
+            return None;
+        };
+        Some((version, phase))
+    }
+
     /// Folds one result (already checked to be about the node's current version and state)
     /// in. Returns the phases newly reached, in order.
     pub fn add(
@@ -146,6 +161,23 @@ mod tests {
             c.add(v(2), ResultPhase::Effective, &[], &managed),
             vec![Reached::Accepted, Reached::Effective]
         );
+    }
+
+    #[test]
+    fn the_furthest_phase_is_remembered_for_late_streams() {
+        let managed = set(&["pub", "int"]);
+        let mut c = Coverage::default();
+        assert_eq!(c.reached(), None);
+        c.add(v(1), ResultPhase::Accepted, &lb(&["pub"]), &managed);
+        assert_eq!(
+            c.reached(),
+            None,
+            "one of two load balancers is not fleet-wide"
+        );
+        c.add(v(1), ResultPhase::Failed, &lb(&["int"]), &managed);
+        assert_eq!(c.reached(), Some((v(1), ResultPhase::Failed)));
+        c.add(v(1), ResultPhase::Effective, &lb(&["pub", "int"]), &managed);
+        assert_eq!(c.reached(), Some((v(1), ResultPhase::Effective)));
     }
 
     #[test]

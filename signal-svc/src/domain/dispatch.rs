@@ -11,7 +11,7 @@
 
 use super::index::{Change, Desired, DesiredState};
 use cutover_proto::v1::{
-    AdminState, Forget, NodeDesiredState, NodeRef, Version, signal_message::Kind,
+    AdminState, Forget, Hold, NodeDesiredState, NodeRef, Version, signal_message::Kind,
 };
 use jiff::{SignedDuration, Timestamp};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -276,6 +276,11 @@ pub fn to_proto(state: &DesiredState, version: Version) -> NodeDesiredState {
         observed_at: Some(proto_ts(state.observed_at)),
         version: Some(version),
         deadline: state.deadline.map(proto_ts),
+        hold: n.hold.as_ref().map(|h| Hold {
+            reason: h.reason.clone(),
+            requester: h.by.clone(),
+            since: Some(proto_ts(h.since)),
+        }),
     }
 }
 

@@ -19,6 +19,7 @@ fn view(name: &str) -> NodeView {
         taints: vec![],
         condition_notice: None,
         spot_notice_handled: false,
+        hold: None,
     }
 }
 

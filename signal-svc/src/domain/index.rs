@@ -5,6 +5,7 @@
 //! the caller owns the lock and the I/O.
 
 use super::event::EventView;
+use super::hold::HOLD_ANNOTATION;
 use super::node::NodeView;
 use super::notice::{self, EVENT_REASON};
 use super::taints::{TriggerSet, has_draining_key};
@@ -24,7 +25,8 @@ pub enum Desired {
 pub struct DesiredState {
     pub node: NodeView,
     pub desired: Desired,
-    /// Trigger taint keys present (empty for `None`).
+    /// Trigger taint keys present, plus `cutover.io/hold` for a tool hold (whose text is in
+    /// `node.hold`); empty for `None`.
     pub reasons: Vec<String>,
     /// When the signal behind this state was first observed (the notice for a Spot taint).
     pub observed_at: Timestamp,
@@ -274,7 +276,12 @@ impl NodeIndex {
         }
         self.by_name.insert(view.name.clone(), uid.clone());
 
-        let reasons = self.triggers.reasons(&view.taints);
+        let mut reasons = self.triggers.reasons(&view.taints);
+        if view.hold.is_some() {
+            reasons.push(HOLD_ANNOTATION.to_owned());
+            reasons.sort();
+            reasons.dedup();
+        }
         let desired = if reasons.is_empty() {
             Desired::None
         } else {
@@ -287,7 +294,11 @@ impl NodeIndex {
         // New trigger keys are signals.
         for r in &reasons {
             if !previous.is_some_and(|p| p.reasons.contains(r)) {
-                out.signals.push("taint");
+                out.signals.push(if r == HOLD_ANNOTATION {
+                    "hold"
+                } else {
+                    "taint"
+                });
             }
         }
         let mut new_notice = false;
@@ -327,7 +338,12 @@ impl NodeIndex {
         };
         let changed = match previous {
             None => true,
-            Some(p) => p.desired != desired || p.reasons != reasons || !p.node.same_ref(&view),
+            Some(p) => {
+                p.desired != desired
+                    || p.reasons != reasons
+                    || p.node.hold != view.hold
+                    || !p.node.same_ref(&view)
+            }
         };
         let prev_desired = previous.map(|p| p.desired);
         let state = DesiredState {

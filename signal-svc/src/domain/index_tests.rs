@@ -1,4 +1,5 @@
 use super::*;
+use crate::domain::hold::HOLD_ANNOTATION;
 use crate::domain::taints::{
     DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION, SPOT_NOTICE_HANDLED,
 };
@@ -452,4 +453,89 @@ fn malformed_nodes_are_reported_once() {
         "still cut: the actuator resolves by name"
     );
     assert!(idx.apply(&bare, now()).warnings.is_empty());
+}
+
+fn with_hold(mut n: Node, value: &str) -> Node {
+    n.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(HOLD_ANNOTATION.into(), value.into());
+    n
+}
+
+const HOLD: &str = r#"{"reason":"ticket 1234","by":"ops","since":"2026-08-01T05:30:00Z"}"#;
+
+#[test]
+fn a_hold_annotation_holds_down_until_removed() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let out = idx.apply(&mk_node("n1", "u1", &[]), now());
+    assert_eq!(desired_of(&out), vec![("u1".into(), Desired::None, vec![])]);
+
+    let out = idx.apply(&with_hold(mk_node("n1", "u1", &[]), HOLD), now());
+    assert_eq!(
+        desired_of(&out),
+        vec![("u1".into(), Desired::Down, vec![HOLD_ANNOTATION.into()])]
+    );
+    assert_eq!(out.signals, vec!["hold"]);
+    let held = idx.get("u1").unwrap().node.hold.as_deref().unwrap();
+    assert_eq!(
+        (held.reason.as_str(), held.by.as_str()),
+        ("ticket 1234", "ops")
+    );
+
+    // The same annotation again changes nothing; a new reason is a change of the state.
+    assert!(
+        idx.apply(&with_hold(mk_node("n1", "u1", &[]), HOLD), now())
+            .changes
+            .is_empty()
+    );
+    let other = HOLD.replace("ticket 1234", "ticket 99");
+    let out = idx.apply(&with_hold(mk_node("n1", "u1", &[]), &other), now());
+    assert_eq!(
+        out.changes.len(),
+        1,
+        "the reason text travels to the actuators"
+    );
+
+    let out = idx.apply(&mk_node("n1", "u1", &[]), now());
+    assert_eq!(desired_of(&out), vec![("u1".into(), Desired::None, vec![])]);
+}
+
+#[test]
+fn a_malformed_hold_is_reported_once_and_ignored() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let bad = with_hold(mk_node("n1", "u1", &[]), r#"{"reason":"x"}"#);
+    let out = idx.apply(&bad, now());
+    assert_eq!(desired_of(&out), vec![("u1".into(), Desired::None, vec![])]);
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert!(
+        out.warnings[0].contains(HOLD_ANNOTATION),
+        "{:?}",
+        out.warnings
+    );
+    let again = idx.apply(&bad, now());
+    assert!(again.warnings.is_empty() && again.changes.is_empty());
+}
+
+#[test]
+fn releasing_a_hold_keeps_a_tainted_node_down() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let tainted = || mk_node("n1", "u1", &[(OUT_OF_SERVICE, None, "NoExecute")]);
+    idx.apply(&tainted(), now());
+    let out = idx.apply(&with_hold(tainted(), HOLD), now());
+    assert_eq!(
+        desired_of(&out),
+        vec![(
+            "u1".into(),
+            Desired::Down,
+            vec![HOLD_ANNOTATION.into(), OUT_OF_SERVICE.into()]
+        )]
+    );
+    let out = idx.apply(&tainted(), now());
+    assert_eq!(
+        desired_of(&out),
+        vec![("u1".into(), Desired::Down, vec![OUT_OF_SERVICE.into()])],
+        "the taint still holds it down"
+    );
+    assert!(idx.get("u1").unwrap().node.hold.is_none());
 }

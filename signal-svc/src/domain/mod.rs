@@ -4,6 +4,7 @@
 //! - [`notice`]: Spot eviction notices from `PreemptScheduled` events and node conditions.
 //! - [`node`]: the parts of a Kubernetes Node we use, extracted and validated.
 //! - [`event`]: the parts of a core/v1 Event we use, read leniently from JSON.
+//! - [`hold`]: durable tool holds stored as a Node annotation.
 //! - [`index`]: watch events in, desired-state changes and taint requests out.
 //! - [`route`]: rendezvous hashing of load balancers onto actuator endpoints.
 //! - [`dispatch`]: versions, tombstones and the per-endpoint outboxes (latest state + dirty set).
@@ -18,6 +19,7 @@ pub mod backoff;
 pub mod coverage;
 pub mod dispatch;
 pub mod event;
+pub mod hold;
 pub mod index;
 pub mod lease;
 pub mod node;

@@ -1,5 +1,6 @@
 //! The parts of a Kubernetes Node that signal-svc uses, extracted once per watch event.
 
+use super::hold::{HOLD_ANNOTATION, Hold};
 use super::notice::{self, Notice};
 use super::taints::TaintView;
 use jiff::Timestamp;
@@ -22,6 +23,9 @@ pub struct NodeView {
     /// signal-svc already tainted this node for a Spot notice (annotation
     /// [`SPOT_NOTICE_HANDLED`](super::taints::SPOT_NOTICE_HANDLED)).
     pub spot_notice_handled: bool,
+    /// A well-formed tool hold (annotation `cutover.io/hold`). Boxed: almost no node has one,
+    /// and the index keeps a view of every node.
+    pub hold: Option<Box<Hold>>,
 }
 
 /// Why a node object cannot be used at all.
@@ -91,8 +95,23 @@ impl NodeView {
                 )
             })
         });
+        let hold = match meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HOLD_ANNOTATION))
+        {
+            None => None,
+            Some(v) => match Hold::parse(v) {
+                Ok(h) => Some(Box::new(h)),
+                Err(e) => {
+                    warnings.push(format!("annotation {HOLD_ANNOTATION} ignored: {e}"));
+                    None
+                }
+            },
+        };
         Ok((
             Self {
+                hold,
                 zone: meta
                     .labels
                     .as_ref()

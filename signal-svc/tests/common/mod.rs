@@ -6,7 +6,7 @@ use clap::Parser;
 use cutover_proto::v1::actuator_server::{Actuator, ActuatorServer};
 use cutover_proto::v1::{
     ActuatorMessage, AdminState, Assignment, EntryRef, GetNodeAdminStateRequest,
-    GetNodeAdminStateResponse, HelloAck, ListHeldEntriesRequest, ListHeldEntriesResponse,
+    GetNodeAdminStateResponse, HelloAck, HoldAck, ListHeldEntriesRequest, ListHeldEntriesResponse,
     NodeDesiredState, NodeResult, ResultPhase, SetNodeAdminStateRequest, SetNodeAdminStateResponse,
     SignalMessage, Version, WatchResultsRequest, actuator_message, signal_message::Kind,
 };
@@ -233,6 +233,8 @@ pub struct StreamLog {
     /// When each message was received (same index as `msgs`).
     pub at: Vec<tokio::time::Instant>,
     pub open: bool,
+    /// The way back up this stream (for hold requests).
+    pub up: Option<mpsc::Sender<Result<ActuatorMessage, tonic::Status>>>,
 }
 
 #[derive(Debug)]
@@ -245,6 +247,49 @@ pub struct FakeState {
 }
 
 impl FakeState {
+    /// Sends a message up the newest open stream, as an actuator relaying a tool's hold does.
+    pub async fn send_up(&self, m: ActuatorMessage) -> bool {
+        let up = self
+            .streams
+            .lock()
+            .iter()
+            .rev()
+            .find(|s| s.open)
+            .and_then(|s| s.up.clone());
+        match up {
+            Some(tx) => tx.send(Ok(m)).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Every `HoldAck` received, on any stream.
+    pub fn hold_acks(&self) -> Vec<HoldAck> {
+        self.streams
+            .lock()
+            .iter()
+            .flat_map(|s| s.msgs.iter())
+            .filter_map(|m| match &m.kind {
+                Some(Kind::HoldAck(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every `NodeStatus` received for node `name`, on any stream: (version, phase).
+    pub fn node_statuses(&self, name: &str) -> Vec<(Version, ResultPhase)> {
+        self.streams
+            .lock()
+            .iter()
+            .flat_map(|s| s.msgs.iter())
+            .filter_map(|m| match &m.kind {
+                Some(Kind::NodeStatus(s)) if s.node.as_ref().is_some_and(|n| n.name == name) => {
+                    Some((s.version?, ResultPhase::try_from(s.phase).ok()?))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every desired state received (snapshot or delta), in order, with whether it was a delta.
     pub fn states(&self) -> Vec<(NodeDesiredState, bool)> {
         let mut out = Vec::new();
@@ -477,10 +522,12 @@ impl Actuator for FakeSvc {
                 msgs: Vec::new(),
                 at: Vec::new(),
                 open: true,
+                up: None,
             });
             s.len() - 1
         };
         let (tx, rx) = mpsc::channel(4096);
+        state.streams.lock()[idx].up = Some(tx.clone());
         tokio::spawn(async move {
             // Like the real actuator: results cover the newest assignment's load balancers
             // (empty before any), and a grown assignment re-reports open versions.
@@ -538,7 +585,9 @@ impl Actuator for FakeSvc {
                     }
                 }
             }
-            state.streams.lock()[idx].open = false;
+            let mut streams = state.streams.lock();
+            streams[idx].open = false;
+            streams[idx].up = None;
         });
         Ok(tonic::Response::new(Box::pin(ReceiverStream::new(rx))))
     }

@@ -2,13 +2,19 @@
 //! the Kubernetes API (or kills a process, or injects an ARM fault), waits for the outcome on
 //! the ARM side, and records latencies, ARM calls and any problem with the end state.
 
+use crate::certs::ACTUATOR_NAME;
 use crate::judge::State;
 use crate::kube_ops::{OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
 use crate::sandbox::{Outcome, Sandbox, ms};
 use crate::stack::Stack;
-use cutover_proto::v1::AdminState;
+use cutover_proto::v1::actuator_client::ActuatorClient;
+use cutover_proto::v1::{
+    AdminState, HeldNode, ListHeldEntriesRequest, NodeRef, NodeResult, ResultPhase,
+    SetNodeAdminStateRequest, WaitFor,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use std::time::{Duration, Instant};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Every scenario, in the order the sandbox plays them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +31,11 @@ pub enum Scenario {
     ActuatorFrozen,
     OutsideWriter,
     EveryNodeAtOnce,
+    ToolHold,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::OutOfService,
         Scenario::Shutdown,
         Scenario::SpotNotice,
@@ -41,6 +48,7 @@ impl Scenario {
         Scenario::ActuatorFrozen,
         Scenario::OutsideWriter,
         Scenario::EveryNodeAtOnce,
+        Scenario::ToolHold,
     ];
 
     /// Whether the scenario injects faults or kills processes.
@@ -53,6 +61,7 @@ impl Scenario {
                 | Scenario::ActuatorFrozen
                 | Scenario::OutsideWriter
                 | Scenario::EveryNodeAtOnce
+                | Scenario::ToolHold
         )
     }
 
@@ -70,6 +79,7 @@ impl Scenario {
             Scenario::ActuatorFrozen => "actuator frozen mid-wave, then woken",
             Scenario::OutsideWriter => "outside writer resets an entry",
             Scenario::EveryNodeAtOnce => "every node tainted at once (guard holds)",
+            Scenario::ToolHold => "tool hold across actuator restarts, released elsewhere",
         }
     }
 }
@@ -122,6 +132,7 @@ pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome 
         Scenario::ActuatorFrozen => actuator_frozen(sb, &mut outcome, &mut windows).await,
         Scenario::OutsideWriter => outside_writer(sb, &mut outcome, &mut windows).await,
         Scenario::EveryNodeAtOnce => every_node_at_once(sb, &mut outcome, &mut windows).await,
+        Scenario::ToolHold => tool_hold(sb, &mut outcome, &mut windows).await,
     };
     if let Err(e) = result {
         outcome.problems.push(format!("{e:#}"));
@@ -675,5 +686,156 @@ async fn outside_writer(
         t1.duration_since(t0).as_secs_f64()
     ));
     windows.push(restore(sb, outcome, &nodes, OUT_OF_SERVICE).await?);
+    Ok(())
+}
+
+/// A tool client (mTLS with the tool certificate) to actuator replica `i`.
+async fn tool_client(sb: &Sandbox, i: usize) -> anyhow::Result<ActuatorClient<Channel>> {
+    let pki = &sb.stack.pki;
+    let port = sb.stack.actuators[i]
+        .grpc_port
+        .ok_or_else(|| anyhow::anyhow!("actuator {i} has no gRPC port"))?;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(std::fs::read(&pki.ca)?))
+        .identity(Identity::from_pem(
+            std::fs::read(&pki.tool.cert)?,
+            std::fs::read(&pki.tool.key)?,
+        ))
+        .domain_name(ACTUATOR_NAME);
+    let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await?;
+    Ok(ActuatorClient::new(channel))
+}
+
+/// `SetNodeAdminState` through replica `i`, waiting until the change is effective everywhere.
+async fn tool_set(
+    sb: &Sandbox,
+    i: usize,
+    node: &str,
+    state: AdminState,
+) -> anyhow::Result<NodeResult> {
+    let resp = tool_client(sb, i)
+        .await?
+        .set_node_admin_state(SetNodeAdminStateRequest {
+            node: Some(NodeRef {
+                name: node.to_string(),
+                ..NodeRef::default()
+            }),
+            admin_state: state as i32,
+            reason: "sandbox: disk replacement".into(),
+            wait: WaitFor::Effective as i32,
+            wait_timeout: prost_types::Duration::try_from(WAIT).ok(),
+        })
+        .await?
+        .into_inner();
+    let r = resp.result.unwrap_or_default();
+    if resp.timed_out || r.phase != ResultPhase::Effective as i32 {
+        anyhow::bail!(
+            "Set {state:?} through {} not effective (timed out: {}, result {r:?})",
+            sb.stack.actuators[i].name,
+            resp.timed_out
+        );
+    }
+    Ok(r)
+}
+
+/// The held nodes replica `i` lists for `node`.
+async fn listed(sb: &Sandbox, i: usize, node: &str) -> anyhow::Result<Vec<HeldNode>> {
+    let list = tool_client(sb, i)
+        .await?
+        .list_held_entries(ListHeldEntriesRequest::default())
+        .await?
+        .into_inner();
+    Ok(list
+        .nodes
+        .into_iter()
+        .filter(|h| h.node.as_ref().is_some_and(|n| n.name == node))
+        .collect())
+}
+
+/// A tool holds a node Down through one actuator replica; every replica restarts (a rollout of
+/// the whole Deployment); another replica lists the hold, effective, while ARM keeps the node
+/// Down; a third replica releases it. The hold lives on the Node, not in any replica.
+async fn tool_hold(
+    sb: &mut Sandbox,
+    outcome: &mut Outcome,
+    windows: &mut Vec<jiff::Timestamp>,
+) -> anyhow::Result<()> {
+    let replicas = sb.stack.actuators.len();
+    if replicas < 3 {
+        anyhow::bail!("the scenario needs 3 actuator replicas, the stack has {replicas}");
+    }
+    let nodes = sb.fresh_nodes("userpool", 1)?;
+    let node = nodes[0].clone();
+    let t0 = jiff::Timestamp::now();
+    sb.down.insert(node.clone());
+    let r = tool_set(sb, 0, &node, AdminState::Down).await?;
+    if r.reason.contains("memory only") {
+        outcome
+            .problems
+            .push(format!("the hold was kept in memory only: {}", r.reason));
+    }
+    settle(sb, outcome, &nodes, State::Down, t0).await?;
+    outcome.lines.push(format!(
+        "  {node}: held Down through {} ({})",
+        sb.stack.actuators[0].name, r.reason
+    ));
+
+    // The whole Deployment restarts: every replica dies, then comes back.
+    for a in sb.stack.actuators.iter_mut() {
+        if let Some(p) = a.proc.as_mut() {
+            p.kill().await;
+        }
+    }
+    let restarted = jiff::Timestamp::now();
+    let run_dir = sb.stack.options.run_dir.clone();
+    for a in sb.stack.actuators.iter_mut() {
+        Stack::restart(a, &run_dir).await?;
+    }
+    sb.stack.wait_ready(WAIT).await?;
+    let deadline = Instant::now() + WAIT;
+    let held = loop {
+        let held = listed(sb, 1, &node).await.unwrap_or_default();
+        if held.iter().any(|h| h.effective) || Instant::now() > deadline {
+            break held;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    match held.as_slice() {
+        [h] if h.source == "hold" && h.effective && !h.requester.is_empty() => {
+            outcome.lines.push(format!(
+                "  every actuator restarted; {} lists it: source {}, by {}, reasons {:?}, effective",
+                sb.stack.actuators[1].name, h.source, h.requester, h.reasons
+            ))
+        }
+        other => outcome.problems.push(format!(
+            "{} after the restart: want one effective hold for {node}, got {other:?}",
+            sb.stack.actuators[1].name
+        )),
+    }
+    // Nothing moved in ARM across the restarts: the node stayed Down all along.
+    outcome
+        .problems
+        .extend(sb.expect_no_change(restarted, Duration::from_secs(2)).await);
+
+    let t1 = jiff::Timestamp::now();
+    sb.down.remove(&node);
+    tool_set(sb, 2, &node, AdminState::None).await?;
+    settle(sb, outcome, &nodes, State::None, t1).await?;
+    windows.push(t1);
+    let left = listed(sb, 0, &node).await?;
+    if !left.is_empty() {
+        outcome.problems.push(format!(
+            "{} still lists {node} after the release: {left:?}",
+            sb.stack.actuators[0].name
+        ));
+    }
+    outcome.lines.push(format!(
+        "  released through {}; {} lists nothing",
+        sb.stack.actuators[2].name, sb.stack.actuators[0].name
+    ));
     Ok(())
 }

@@ -39,7 +39,9 @@ fn assert_passed(outcomes: &[Outcome]) {
 
 /// Three actuator replicas, each writing the load balancers the signal-svc leader assigns
 /// it: a wave and a replica frozen (SIGSTOP) mid-wave end exact, no entry changes twice in one
-/// transition, and the woken replica writes nothing (`Scenario::ActuatorFrozen` judges that).
+/// transition, and the woken replica writes nothing (`Scenario::ActuatorFrozen` judges that);
+/// a tool hold set through one replica survives a restart of all three and is released
+/// through another (`Scenario::ToolHold`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_through_a_wave_and_a_frozen_replica() {
     let _serial = ONE_AT_A_TIME.lock().await;
@@ -50,7 +52,11 @@ async fn three_replicas_through_a_wave_and_a_frozen_replica() {
     let mut sb = Sandbox::start(options).await.unwrap();
     let outcomes = play_all(
         &mut sb,
-        &[Scenario::UpgradeWave, Scenario::ActuatorFrozen],
+        &[
+            Scenario::UpgradeWave,
+            Scenario::ActuatorFrozen,
+            Scenario::ToolHold,
+        ],
         20,
     )
     .await;
