@@ -3,7 +3,8 @@
 #   tests/fuzz/run.sh <target> [seconds] [extra libFuzzer flags...]
 #   tests/fuzz/run.sh all [seconds]     # each target in turn
 # Targets: see cutover_fuzz::TARGETS (tests/fuzz/src/lib.rs). Corpora live in
-# target/fuzz/corpus/<target> (seeded from the built-in seeds); crashes in target/fuzz/crashes.
+# $CARGO_TARGET_DIR (default target)/fuzz/corpus/<target> (seeded from the built-in seeds); crashes in
+# .../fuzz/crashes.
 # Needs a C++ compiler (g++) for libFuzzer itself.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,15 +14,16 @@ shift $(( $# >= 2 ? 2 : 1 ))
 
 RUSTC_WORKSPACE_WRAPPER="$PWD/tests/fuzz/instrument.sh" \
   cargo build -q -p cutover-fuzz --features libfuzzer --bin cutover-libfuzzer
-bin=target/debug/cutover-libfuzzer
+tdir=${CARGO_TARGET_DIR:-target}
+bin=$tdir/debug/cutover-libfuzzer
 
 targets=("$target")
 if [[ $target == all ]]; then
   targets=(azure_json arm_error retry_after arm_pools spot_notice kube_node kube_event rpc)
 fi
 for t in "${targets[@]}"; do
-  corpus=target/fuzz/corpus/$t
-  crashes=target/fuzz/crashes/$t
+  corpus=$tdir/fuzz/corpus/$t
+  crashes=$tdir/fuzz/crashes/$t
   mkdir -p "$corpus" "$crashes"
   if [[ -z $(ls -A "$corpus") ]]; then
     cargo run -q -p cutover-fuzz --example write-seeds -- "$t" "$corpus"
