@@ -72,7 +72,9 @@ async fn no_secret_token_or_private_key_in_any_log_line() {
     let mut options = StackOptions::fast("aks", 8, dir.clone());
     options.actuators = 1;
     options.signals = 1;
+    let t0 = std::time::Instant::now();
     let mut sb = Sandbox::start(options).await.unwrap();
+    eprintln!("log scan: system started in {:?}", t0.elapsed());
     for s in sb
         .stack
         .actuators
@@ -82,13 +84,17 @@ async fn no_secret_token_or_private_key_in_any_log_line() {
         restart_at_debug(s, &dir).await;
     }
     sb.stack.wait_ready(Duration::from_secs(60)).await.unwrap();
+    eprintln!("log scan: restarted at debug level at {:?}", t0.elapsed());
 
     let outcome = play(&mut sb, Scenario::OutOfService, 2).await;
     // Every token expires: the actuator's next ARM call gets 401, drops its cached token and
     // fetches a new one (the path most likely to log one).
     sb.stack.arm.expire_tokens();
+    eprintln!("log scan: first scenario done at {:?}", t0.elapsed());
     let spot = play(&mut sb, Scenario::SpotNotice, 1).await;
+    eprintln!("log scan: second scenario done at {:?}", t0.elapsed());
     sb.stack.stop().await;
+    eprintln!("log scan: stopped at {:?}", t0.elapsed());
     assert!(
         outcome.passed() && spot.passed(),
         "{:?} {:?}",
