@@ -1,13 +1,18 @@
 //! Azure AD credentials, chosen as cloud-provider-azure does (`config::azure_json`):
 //! workload identity > managed identity > client secret.
 //!
-//! azure_identity 0.21 covers the client secret, workload identity (but reads the projected
-//! token file only once) and system-assigned managed identity (IMDS, or `IDENTITY_ENDPOINT`
-//! App-Service style). Two small wrappers fill the gaps: [`RotatingWorkloadIdentity`] re-reads
-//! the token file, and [`UserAssignedManagedIdentity`] adds `client_id=` to the managed-identity
-//! request, which 0.21 cannot express.
+//! azure_identity 0.21 covers the client secret (fixed at creation), workload identity (but
+//! reads the projected token file only once) and system-assigned managed identity (IMDS, or
+//! `IDENTITY_ENDPOINT` App-Service style). Small wrappers fill the gaps:
+//! [`RotatingClientSecret`] takes a new `aadClientSecret` from the cloud-config file when it
+//! changes, [`RotatingWorkloadIdentity`] re-reads the token file when it changes, and
+//! [`UserAssignedManagedIdentity`] adds `client_id=` to the managed-identity request, which
+//! 0.21 cannot express.
+//!
+//! Tokens are cached by azure_identity and fetched again 20 s before they expire (its
+//! `TokenCache`); the managed-identity wrapper refreshes 2 minutes before.
 
-use crate::config::azure_json::CredentialChoice;
+use crate::config::azure_json::{self, CredentialChoice, EnvOverrides};
 use azure_core::auth::{AccessToken, Secret, TokenCredential};
 use azure_core::error::{Error, ErrorKind};
 use azure_core::{HttpClient, Method, Request, Url};
@@ -16,6 +21,8 @@ use azure_identity::{
     VirtualMachineManagedIdentityCredential, WorkloadIdentityCredential,
 };
 use parking_lot::Mutex;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -33,25 +40,72 @@ pub enum CredentialError {
     IdentityEndpoint(String),
 }
 
+/// How often the secret-bearing files are compared with what was last read. A mounted Secret
+/// or projected token changes on the kubelet's schedule (a minute or more); the check is one
+/// small file read, done on the token path at most this often.
+pub const REREAD_EVERY: Duration = Duration::from_secs(5);
+
+/// Where rotating secrets are read again from.
+#[derive(Clone)]
+pub struct Sources {
+    /// Files are re-read at most this often ([`REREAD_EVERY`] in production).
+    pub reread_every: Duration,
+    /// The cloud-config file and what parsing it needs: a new `aadClientSecret` in it is used
+    /// for the next token request. Without it the secret is fixed.
+    pub cloud_config: Option<CloudConfigFile>,
+}
+
+/// The cloud-config file, parsed again as at start-up when it changes.
+#[derive(Clone)]
+pub struct CloudConfigFile {
+    pub path: PathBuf,
+    pub cluster_name: String,
+    pub env: EnvOverrides,
+}
+
+impl std::fmt::Debug for Sources {
+    // `EnvOverrides` may hold the client secret: print only the path.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources")
+            .field("reread_every", &self.reread_every)
+            .field("cloud_config", &self.cloud_config.as_ref().map(|c| &c.path))
+            .finish()
+    }
+}
+
 /// Builds the credential for `choice`.
 pub fn build(
     choice: &CredentialChoice,
     tenant_id: &str,
     authority: &Url,
     http: Arc<dyn HttpClient>,
+    sources: Sources,
 ) -> Result<Arc<dyn TokenCredential>, CredentialError> {
     let identity_endpoint = std::env::var("IDENTITY_ENDPOINT")
         .ok()
         .filter(|s| !s.is_empty());
     Ok(match choice {
         CredentialChoice::ClientSecret { client_id, secret } => {
-            Arc::new(ClientSecretCredential::new(
-                http,
+            let cred = Arc::new(ClientSecretCredential::new(
+                http.clone(),
                 authority.clone(),
                 tenant_id.to_string(),
                 client_id.clone(),
                 secret.clone(),
-            ))
+            ));
+            match sources.cloud_config {
+                None => cred,
+                Some(file) => {
+                    let watch = FileWatch::new(file.path.clone(), sources.reread_every);
+                    Arc::new(RotatingClientSecret {
+                        http,
+                        authority: authority.clone(),
+                        tenant_id: tenant_id.to_string(),
+                        file,
+                        state: Mutex::new((watch, cred)),
+                    })
+                }
+            }
         }
         CredentialChoice::WorkloadIdentity {
             client_id,
@@ -68,7 +122,10 @@ pub fn build(
                 tenant_id: tenant_id.to_string(),
                 client_id: client_id.clone(),
                 token_file: token_file.clone(),
-                current: Mutex::new(None),
+                current: Mutex::new((
+                    FileWatch::new(token_file.into(), sources.reread_every),
+                    None,
+                )),
             })
         }
         CredentialChoice::ManagedIdentity {
@@ -109,8 +166,129 @@ pub fn build(
     })
 }
 
-/// Workload identity that re-reads the projected service-account token (kubelet rotates it)
-/// every few minutes; azure_identity's own credential reads it once.
+/// Notices when a file's content changes, reading it at most every `every`. Keeps only a
+/// hash of the content: the files hold secrets, and this struct is printed by `Debug`.
+#[derive(Debug)]
+struct FileWatch {
+    path: PathBuf,
+    every: Duration,
+    checked: Option<Instant>,
+    hash: Option<u64>,
+}
+
+impl FileWatch {
+    fn new(path: PathBuf, every: Duration) -> Self {
+        Self {
+            path,
+            every,
+            checked: None,
+            hash: None,
+        }
+    }
+
+    /// The new content when it changed since the last call that returned one (the first call
+    /// always returns it). Read errors count as "no change": the previous secret stays in use.
+    fn changed(&mut self) -> Option<String> {
+        if self.checked.is_some_and(|at| at.elapsed() < self.every) {
+            return None;
+        }
+        self.checked = Some(Instant::now());
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot re-read a credential file; keeping the previous content");
+                return None;
+            }
+        };
+        let mut h = DefaultHasher::new();
+        text.hash(&mut h);
+        let hash = h.finish();
+        if self.hash == Some(hash) {
+            return None;
+        }
+        self.hash = Some(hash);
+        Some(text)
+    }
+
+    /// Forgets the content, so the next call reads the file again whatever the interval.
+    fn reset(&mut self) {
+        self.checked = None;
+        self.hash = None;
+    }
+}
+
+/// A service-principal secret that follows the cloud-config file: a rotated `aadClientSecret`
+/// is used from the next token request on, without a restart. An unparsable file (being
+/// rewritten) or one that no longer names a client secret is logged and the previous secret
+/// kept.
+pub struct RotatingClientSecret {
+    http: Arc<dyn HttpClient>,
+    authority: Url,
+    tenant_id: String,
+    file: CloudConfigFile,
+    state: Mutex<(FileWatch, Arc<ClientSecretCredential>)>,
+}
+
+impl std::fmt::Debug for RotatingClientSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RotatingClientSecret")
+            .field("cloud_config", &self.file.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RotatingClientSecret {
+    fn credential(&self) -> Arc<ClientSecretCredential> {
+        let mut state = self.state.lock();
+        let Some(text) = state.0.changed() else {
+            return state.1.clone();
+        };
+        let path = self.file.path.display();
+        match azure_json::parse(&text, &self.file.cluster_name, &self.file.env) {
+            Ok(cfg) => match cfg.credential {
+                CredentialChoice::ClientSecret { client_id, secret } => {
+                    state.1 = Arc::new(ClientSecretCredential::new(
+                        self.http.clone(),
+                        self.authority.clone(),
+                        self.tenant_id.clone(),
+                        client_id,
+                        secret,
+                    ));
+                    tracing::debug!(%path, "cloud-config read again; client secret in use");
+                }
+                other => {
+                    tracing::warn!(%path, credential = ?other, "cloud-config now names another kind of credential; a restart is needed to use it, keeping the client secret")
+                }
+            },
+            // Once logged, the same bad content is not reported again (the hash is kept).
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "changed cloud-config is not usable; keeping the previous client secret")
+            }
+        }
+        state.1.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenCredential for RotatingClientSecret {
+    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
+        let c = self.credential();
+        c.get_token(scopes).await
+    }
+
+    async fn clear_cache(&self) -> azure_core::Result<()> {
+        // A 401 may mean the secret was rotated and the old one revoked: look again now.
+        let c = {
+            let mut state = self.state.lock();
+            state.0.reset();
+            state.1.clone()
+        };
+        c.clear_cache().await
+    }
+}
+
+/// Workload identity that re-reads the projected service-account token (the kubelet rotates
+/// it) when its content changes; azure_identity's own credential reads it once.
 #[derive(Debug)]
 pub struct RotatingWorkloadIdentity {
     http: Arc<dyn HttpClient>,
@@ -118,33 +296,30 @@ pub struct RotatingWorkloadIdentity {
     tenant_id: String,
     client_id: String,
     token_file: String,
-    current: Mutex<Option<(Instant, Arc<WorkloadIdentityCredential>)>>,
+    current: Mutex<(FileWatch, Option<Arc<WorkloadIdentityCredential>>)>,
 }
-
-const REREAD_TOKEN_FILE: Duration = Duration::from_secs(300);
 
 impl RotatingWorkloadIdentity {
     fn credential(&self) -> azure_core::Result<Arc<WorkloadIdentityCredential>> {
         let mut cur = self.current.lock();
-        if let Some((at, c)) = cur.as_ref()
-            && at.elapsed() < REREAD_TOKEN_FILE
-        {
-            return Ok(c.clone());
+        let changed = cur.0.changed().filter(|t| {
+            // An empty file is a projection being written; keep the previous assertion.
+            !t.trim().is_empty() || cur.1.is_none()
+        });
+        if let Some(assertion) = changed {
+            cur.1 = Some(Arc::new(WorkloadIdentityCredential::new(
+                self.http.clone(),
+                self.authority.clone(),
+                self.tenant_id.clone(),
+                self.client_id.clone(),
+                assertion.trim().to_string(),
+            )));
         }
-        let assertion = std::fs::read_to_string(&self.token_file).map_err(|e| {
+        cur.1.clone().ok_or_else(|| {
             Error::with_message(ErrorKind::Credential, || {
-                format!("read {}: {e}", self.token_file)
+                format!("cannot read {}", self.token_file)
             })
-        })?;
-        let c = Arc::new(WorkloadIdentityCredential::new(
-            self.http.clone(),
-            self.authority.clone(),
-            self.tenant_id.clone(),
-            self.client_id.clone(),
-            assertion.trim().to_string(),
-        ));
-        *cur = Some((Instant::now(), c.clone()));
-        Ok(c)
+        })
     }
 }
 
@@ -156,8 +331,15 @@ impl TokenCredential for RotatingWorkloadIdentity {
     }
 
     async fn clear_cache(&self) -> azure_core::Result<()> {
-        *self.current.lock() = None;
-        Ok(())
+        let c = {
+            let mut cur = self.current.lock();
+            cur.0.reset();
+            cur.1.clone()
+        };
+        match c {
+            Some(c) => c.clear_cache().await,
+            None => Ok(()),
+        }
     }
 }
 

@@ -30,5 +30,6 @@ pub mod ownership;
 pub mod plan;
 pub mod runtime;
 pub mod state;
+pub mod tls_reload;
 pub mod tools;
 pub mod writer;

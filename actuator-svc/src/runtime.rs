@@ -9,10 +9,11 @@ use crate::cache::SharedCache;
 use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType};
 use crate::config::cli::Args;
 use crate::credentials;
-use crate::grpc::{self, TlsFiles, auth::AllowLists, service::ActuatorService};
+use crate::grpc::{self, auth::AllowLists, service::ActuatorService};
 use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::state::Store;
+use crate::tls_reload::{self, ServerTlsFiles, TlsReloader};
 use crate::tools::{ToolLimiter, UnknownNodes};
 use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
@@ -82,11 +83,11 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         .map_err(anyhow::Error::msg)
         .context("--aad-authority")?;
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(grpc::tls_config(&TlsFiles {
-            cert,
-            key,
-            client_ca: args.tls_client_ca.as_deref(),
-        })?),
+        (Some(cert), Some(key)) => Some(Arc::new(TlsReloader::load(ServerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        })?)),
         _ => None,
     };
     let lists = AllowLists {
@@ -97,7 +98,20 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
 
     let http = azure_core::new_http_client();
-    let credential = credentials::build(&cfg.credential, &cfg.tenant_id, &authority, http.clone())?;
+    let credential = credentials::build(
+        &cfg.credential,
+        &cfg.tenant_id,
+        &authority,
+        http.clone(),
+        credentials::Sources {
+            reread_every: credentials::REREAD_EVERY,
+            cloud_config: Some(credentials::CloudConfigFile {
+                path: args.cloud_config.clone(),
+                cluster_name: args.cluster_name.clone(),
+                env: env.clone(),
+            }),
+        },
+    )?;
     let metrics = Arc::new(Metrics::new());
     let (read, write) = match cfg.rate_limit {
         Some(r) => (
@@ -243,6 +257,12 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         ready,
         shutdown_rx.clone(),
     )));
+    if let Some(tls) = &tls {
+        servers.push(tokio::spawn(
+            tls.clone()
+                .watch(tls_reload::POLL_EVERY, shutdown_rx.clone()),
+        ));
+    }
     let mut rx = shutdown_rx.clone();
     let stop = async move {
         let _ = rx.wait_for(|s| *s).await;

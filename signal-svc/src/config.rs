@@ -143,22 +143,12 @@ pub enum Discovery {
     Service { host: String, port: u16 },
 }
 
-/// TLS material, read and checked at start-up.
-#[derive(Clone)]
+/// TLS material, read and checked at start-up and read again at every connect
+/// (`tls_reload`).
+#[derive(Clone, Debug)]
 pub struct TlsMaterial {
-    pub ca_pem: Vec<u8>,
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub source: std::sync::Arc<crate::tls_reload::ClientTls>,
     pub server_name: Option<String>,
-}
-
-impl std::fmt::Debug for TlsMaterial {
-    // Never print key material.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsMaterial")
-            .field("client_cert", &self.identity.is_some())
-            .field("server_name", &self.server_name)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Validated configuration.
@@ -300,34 +290,17 @@ impl Args {
                 None
             }
             Some(ca) => {
-                let read = |flag: &'static str, p: &PathBuf| {
-                    std::fs::read(p).map_err(|source| ConfigError::Read {
-                        flag,
-                        path: p.display().to_string(),
-                        source,
-                    })
-                };
-                let ca_pem = read("tls-ca", &ca)?;
-                if !String::from_utf8_lossy(&ca_pem).contains("-----BEGIN CERTIFICATE-----") {
-                    return Err(invalid("tls-ca", "no PEM certificate found"));
-                }
                 let identity = match (&self.tls.tls_cert, &self.tls.tls_key) {
-                    (Some(c), Some(k)) => {
-                        let cert = read("tls-cert", c)?;
-                        let key = read("tls-key", k)?;
-                        if !String::from_utf8_lossy(&cert).contains("-----BEGIN CERTIFICATE-----") {
-                            return Err(invalid("tls-cert", "no PEM certificate found"));
-                        }
-                        if !String::from_utf8_lossy(&key).contains("PRIVATE KEY-----") {
-                            return Err(invalid("tls-key", "no PEM private key found"));
-                        }
-                        Some((cert, key))
-                    }
+                    (Some(c), Some(k)) => Some((c.clone(), k.clone())),
                     _ => None,
                 };
+                let source =
+                    crate::tls_reload::ClientTls::load(crate::tls_reload::ClientTlsFiles {
+                        ca,
+                        identity,
+                    })?;
                 Some(TlsMaterial {
-                    ca_pem,
-                    identity,
+                    source: std::sync::Arc::new(source),
                     server_name: self.tls.tls_server_name,
                 })
             }

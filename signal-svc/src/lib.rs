@@ -30,4 +30,5 @@ pub mod slim_node;
 pub mod state;
 pub mod stream;
 pub mod taint;
+pub mod tls_reload;
 pub mod watch;

@@ -102,13 +102,10 @@ async fn connect(
                 }
             })
             .unwrap_or_else(|| host.to_owned());
-        let mut t = tonic::transport::ClientTlsConfig::new()
-            .ca_certificate(tonic::transport::Certificate::from_pem(&tls.ca_pem))
-            .domain_name(name);
-        if let Some((cert, key)) = &tls.identity {
-            t = t.identity(tonic::transport::Identity::from_pem(cert, key));
-        }
-        ep = ep.tls_config(t).map_err(terr)?;
+        // The files as they are now: a rotated certificate or CA is used from the next connect.
+        ep = ep
+            .tls_config(tls.source.client_config(name))
+            .map_err(terr)?;
     }
     let channel = ep.connect().await.map_err(terr)?;
     Ok(ActuatorClient::new(channel))

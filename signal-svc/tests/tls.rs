@@ -115,3 +115,67 @@ async fn streams_over_mtls_and_refuses_without_client_cert() {
     .await;
     good.stop().await;
 }
+
+/// Writes `pki`'s CA and client certificate the way the kubelet updates a mounted Secret: a new
+/// version directory, `..data` swapped to it by a rename, the files symlinks through `..data`.
+fn write_secret(dir: &std::path::Path, version: u32, pki: &Pki) {
+    let v = format!("..v{version}");
+    std::fs::create_dir_all(dir.join(&v)).unwrap();
+    let files = [
+        ("ca.crt", &pki.ca),
+        ("tls.crt", &pki.client.0),
+        ("tls.key", &pki.client.1),
+    ];
+    for (name, body) in files {
+        std::fs::write(dir.join(&v).join(name), body).unwrap();
+    }
+    std::os::unix::fs::symlink(&v, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    for (name, _) in files {
+        let link = dir.join(name);
+        if link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(std::path::Path::new("..data").join(name), link).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_certificate_and_ca_are_used_on_reconnect() {
+    let (old, new) = (pki(), pki());
+    let c = cluster(6).await;
+    let dir = c.dir.path().join("tls");
+    write_secret(&dir, 1, &old);
+    // The actuator already moved to the new CA: it presents a certificate the old CA did not
+    // sign and admits only clients of the new CA.
+    let tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(&new.server.0, &new.server.1))
+        .client_ca_root(Certificate::from_pem(&new.ca));
+    let act = FakeActuator::start_with("tls", Mode::Effective, Some(tls)).await;
+    let path = |n: &str| dir.join(n).display().to_string();
+    let s = start(
+        &c,
+        "pod-a",
+        &[act.endpoint()],
+        &[
+            &format!("--tls-ca={}", path("ca.crt")),
+            &format!("--tls-cert={}", path("tls.crt")),
+            &format!("--tls-key={}", path("tls.key")),
+            "--tls-server-name=actuator-svc.cutover.svc",
+        ],
+    )
+    .await;
+    eventually("refused with the old material", || async {
+        (s.metric("cutover_signal_stream_reconnects_total", "").await >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(s.get("/ready").await.0, 503);
+
+    // The Secret is updated; the next reconnect reads it, without a restart.
+    write_secret(&dir, 2, &new);
+    s.wait_ready().await;
+    eventually("a snapshot over the new material", || async {
+        (act.state.completed_snapshots() >= 1).then_some(())
+    })
+    .await;
+    s.stop().await;
+}

@@ -1,63 +1,27 @@
 //! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection (`v1` and
-//! `v1alpha`), over TLS with client certificates when configured. Every service has a decoded
-//! message limit sized from its largest legitimate message.
+//! `v1alpha`), over TLS with client certificates when configured (material re-read live:
+//! `tls_reload`). Every service has a decoded message limit sized from its largest legitimate
+//! message.
 
 pub mod auth;
 pub mod health;
 pub mod service;
 pub mod validate;
 
+use crate::tls_reload::{self, TlsReloader};
 use cutover_proto::v1::actuator_server::ActuatorServer;
 use service::ActuatorService;
-use std::path::Path;
+use std::sync::Arc;
 use tokio::net::TcpListener;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::transport::Server;
 
 /// The server cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("{flag} {path}: {source}")]
-    Read {
-        flag: &'static str,
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("TLS settings: {0}")]
-    Tls(String),
     #[error("reflection: {0}")]
     Reflection(String),
     #[error("gRPC server: {0}")]
     Serve(String),
-}
-
-/// TLS material paths.
-#[derive(Debug, Clone)]
-pub struct TlsFiles<'a> {
-    pub cert: &'a Path,
-    pub key: &'a Path,
-    pub client_ca: Option<&'a Path>,
-}
-
-fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, ServerError> {
-    std::fs::read(path).map_err(|source| ServerError::Read {
-        flag,
-        path: path.display().to_string(),
-        source,
-    })
-}
-
-/// Builds the TLS configuration (reads the files now, so bad paths stop start-up).
-pub fn tls_config(files: &TlsFiles<'_>) -> Result<ServerTlsConfig, ServerError> {
-    let identity = Identity::from_pem(
-        read("--tls-cert", files.cert)?,
-        read("--tls-key", files.key)?,
-    );
-    let mut tls = ServerTlsConfig::new().identity(identity);
-    if let Some(ca) = files.client_ca {
-        // Client certificates are then required: a caller without one fails the handshake.
-        tls = tls.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
-    }
-    Ok(tls)
 }
 
 fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
@@ -93,31 +57,14 @@ pub fn reflection_services() -> Result<
 /// Serves until `shutdown` resolves.
 pub async fn serve<H: tonic_health::pb::health_server::Health>(
     listener: TcpListener,
-    tls: Option<ServerTlsConfig>,
+    tls: Option<Arc<TlsReloader>>,
     svc: ActuatorService,
     health_svc: tonic_health::pb::health_server::HealthServer<H>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let (reflection_v1, reflection_v1alpha) = reflection_services()?;
-    let mut builder = Server::builder();
-    if let Some(tls) = tls {
-        builder = builder
-            .tls_config(tls)
-            .map_err(|e| ServerError::Tls(e.to_string()))?;
-    }
-    // Our own listener bypasses tonic's `tcp_nodelay`: set it per connection, or Nagle holds
-    // small answers back for a delayed ACK (~40 ms per unary call). HTTP/2 keepalive ends
-    // streams of a peer that hangs without closing its connection.
-    let incoming = tokio_stream::StreamExt::map(
-        tokio_stream::wrappers::TcpListenerStream::new(listener),
-        |conn| {
-            if let Ok(c) = &conn {
-                let _ = c.set_nodelay(true);
-            }
-            conn
-        },
-    );
-    builder
+    // HTTP/2 keepalive ends streams of a peer that hangs without closing its connection.
+    let router = Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(1)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(2)))
         .add_service(health_svc.max_decoding_message_size(validate::MAX_DECODED_SMALL))
@@ -125,8 +72,32 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
         .add_service(reflection_v1alpha)
         .add_service(
             ActuatorServer::new(svc).max_decoding_message_size(validate::MAX_DECODED_MESSAGE),
-        )
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
-        .map_err(|e| ServerError::Serve(e.to_string()))
+        );
+    let served = match tls {
+        // Our own TLS acceptor (not tonic's) so the certificate can change while running.
+        Some(tls) => {
+            let incoming =
+                tokio_stream::wrappers::ReceiverStream::new(tls_reload::incoming(listener, tls));
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+        None => {
+            // Our own listener bypasses tonic's `tcp_nodelay`: set it per connection, or
+            // Nagle holds small answers back for a delayed ACK (~40 ms per unary call).
+            let incoming = tokio_stream::StreamExt::map(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                |conn| {
+                    if let Ok(c) = &conn {
+                        let _ = c.set_nodelay(true);
+                    }
+                    conn
+                },
+            );
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+    };
+    served.map_err(|e| ServerError::Serve(e.to_string()))
 }
