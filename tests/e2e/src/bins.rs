@@ -1,5 +1,11 @@
 //! Finds the binaries of the workspace (simulators, services, cutoverctl) next to the running
 //! executable, building them first so a sandbox never runs stale code.
+//!
+//! That nested `cargo build` reuses what the invocation that built the running executable
+//! compiled: every member depends on `cutover-workspace-hack`, so any selection of packages
+//! resolves the same features for every dependency, and this crate depends on the services'
+//! libraries, so `cargo run --bin sandbox` has already compiled everything but their `main.rs`.
+//! On a fresh clone the nested build compiles and links only those; later it is a no-op.
 
 use anyhow::{Context, bail};
 use std::path::PathBuf;
