@@ -8,5 +8,5 @@
 //! its features over the whole workspace (tests included): then every selection of packages
 //! resolves the same features and a second invocation reuses the first one's builds.
 //!
-//! There is no code here. `tests/unified.rs` fails when the list is incomplete and prints the
-//! lines to add.
+//! There is no code here. `tests/unified.rs` fails when the list is incomplete or stale;
+//! `CUTOVER_BLESS=1 cargo test -p cutover-workspace-hack --test unified` rewrites it.

@@ -4,8 +4,10 @@
 //! dependency that a non-test build can use, the features resolved for each member alone (with
 //! and without its dev-dependencies) with those of the whole workspace with its tests. A
 //! difference means a rebuild when switching between, say, `cargo test --workspace` and the
-//! tests' nested `cargo build -p actuator-svc --bin actuator-svc`; the failure prints the lines
-//! that make it go away in `workspace-hack/Cargo.toml`. It runs `cargo tree` only: no build.
+//! tests' nested `cargo build -p actuator-svc --bin actuator-svc`; the failure prints the
+//! sections of `workspace-hack/Cargo.toml` that make it go away, and
+//! `CUTOVER_BLESS=1 cargo test -p cutover-workspace-hack --test unified` writes them. It runs
+//! `cargo tree` only: no build.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -257,15 +259,32 @@ fn every_selection_of_packages_builds_shared_dependencies_with_the_same_features
                 .collect(),
         )
     };
-    assert!(
-        problems.is_empty(),
+    if problems.is_empty() {
+        return;
+    }
+    let (target, host) = (entries(false), entries(true));
+    if std::env::var_os("CUTOVER_BLESS").is_some() {
+        rewrite(&target, &host);
+    }
+    panic!(
         "shared dependencies resolve different features per selection, so switching selections \
-         rebuilds them:\n{}\n\nReplace the two sections of workspace-hack/Cargo.toml with these, \
-         then rerun:\n[dependencies]\n{}\n\n[build-dependencies]\n{}\n",
+         rebuilds them:\n{}\n\nThe two sections of workspace-hack/Cargo.toml that pin them \
+         (`CUTOVER_BLESS=1 cargo test -p cutover-workspace-hack --test unified` writes them; \
+         run it until it passes):\n[dependencies]\n{target}\n\n[build-dependencies]\n{host}\n",
         problems.join("\n"),
-        entries(false),
-        entries(true)
     );
+}
+
+/// Replaces the `[dependencies]` and `[build-dependencies]` sections of the hack's manifest.
+fn rewrite(target: &str, host: &str) {
+    let path = root().join("workspace-hack/Cargo.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let head = text.split("\n[dependencies]\n").next().unwrap();
+    let tail = text.split("\n[lints]\n").nth(1).unwrap();
+    let text = format!(
+        "{head}\n[dependencies]\n{target}\n\n[build-dependencies]\n{host}\n\n[lints]\n{tail}"
+    );
+    std::fs::write(&path, text).unwrap();
 }
 
 fn side(key: &Key) -> &'static str {
