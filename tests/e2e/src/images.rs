@@ -89,7 +89,10 @@ pub fn specs() -> anyhow::Result<Vec<ImageSpec>> {
 
 /// Runs `deploy/images.sh --out <out>` and returns what it printed.
 pub fn build(out: &Path) -> anyhow::Result<String> {
-    let output = Command::new(repo().join("deploy/images.sh"))
+    let mut cmd = Command::new(repo().join("deploy/images.sh"));
+    // Its release build must share the artifacts of a later `cargo run` (see `bins`).
+    crate::bins::without_cargo_run_env(&mut cmd);
+    let output = cmd
         .arg("--out")
         .arg(out)
         .output()
