@@ -162,10 +162,11 @@ impl Sink for Finder<'_> {
                     pool.entries.push(e);
                 }
             }
-        } else if under(path, ENTRIES, Some("properties")) && frame.object {
-            if let Some(e) = self.entry.as_mut() {
-                e.props = Some((frame.open_at, at, frame.members));
-            }
+        } else if under(path, ENTRIES, Some("properties"))
+            && frame.object
+            && let Some(e) = self.entry.as_mut()
+        {
+            e.props = Some((frame.open_at, at, frame.members));
         }
     }
 
@@ -199,10 +200,9 @@ impl Sink for Finder<'_> {
                 &path[ENTRIES.len()..],
                 &[Some("properties"), Some("adminState")],
             )
+            && let Some(e) = self.entry.as_mut()
         {
-            if let Some(e) = self.entry.as_mut() {
-                e.admin = Some(start..end);
-            }
+            e.admin = Some(start..end);
         }
     }
 }
@@ -591,7 +591,7 @@ mod tests {
             serde_json::from_str(top["properties"].get()).unwrap();
         top.iter()
             .filter(|(k, _)| *k != "properties")
-            .chain(props.iter().map(|(k, v)| (k, v)))
+            .chain(props.iter())
             .filter(|(k, _)| *k != "backendAddressPools" && *k != "provisioningState")
             .map(|(k, v)| (k.clone(), v.get().to_string()))
             .collect()
