@@ -238,7 +238,13 @@ impl Stack {
             .arg(format!("--signal-clients={}", certs::SIGNAL_NAME))
             .arg(format!("--tool-clients={}", certs::TOOL_NAME))
             .args(self.options.actuator_args.clone())
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            // As deploy/ runs it (few malloc arenas: see its deployment.yaml); a bench may
+            // compare by setting MALLOC_ARENA_MAX itself.
+            .env(
+                "MALLOC_ARENA_MAX",
+                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
+            );
         Ok(Service {
             name,
             spec,
