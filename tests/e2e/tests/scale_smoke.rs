@@ -29,7 +29,13 @@ fn scale_bench_smoke_runs_and_prints_its_table() {
             && l.contains("soak MiB")),
         "no table header:\n{stdout}"
     );
-    for process in ["actuator-0", "actuator-1", "signal-0", "signal-1", "simulators"] {
+    for process in [
+        "actuator-0",
+        "actuator-1",
+        "signal-0",
+        "signal-1",
+        "simulators",
+    ] {
         assert!(
             table
                 .iter()
@@ -39,5 +45,8 @@ fn scale_bench_smoke_runs_and_prints_its_table() {
     }
     assert!(stdout.contains("resync of actuator-0"), "{stdout}");
     assert!(stdout.contains("soak at 60 nodes"), "{stdout}");
-    assert!(stdout.contains("deploy/base limit actuator-svc"), "{stdout}");
+    assert!(
+        stdout.contains("deploy/base limit actuator-svc"),
+        "{stdout}"
+    );
 }
