@@ -143,7 +143,8 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         budget,
         metrics.clone(),
         args.arm_timeout,
-    );
+    )
+    .with_body_budget(args.lb_read_budget);
     let lbs = managed_lbs(&cfg, &args.cluster_name);
     let store = Arc::new(Store::new(&lbs, metrics.clone()));
     let cache = Arc::new(SharedCache::default());
@@ -170,6 +171,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         guard: Guard::new(args.max_down_share)
             .map_err(anyhow::Error::msg)
             .context("--max-down-share")?,
+        bases: Arc::new(crate::cache::BaseCache::new(args.base_cache_budget)),
         ..WriterConfig::new(args.write_strategy)
     };
     let in_flight = Arc::new(InFlight::default());

@@ -522,6 +522,17 @@ impl Store {
             .count()
     }
 
+    /// Nodes on `lb` whose current instruction no write has carried yet: the next read of
+    /// `lb` is the base of a write (the writer keeps that read whole, others it only scans).
+    pub fn unwritten_on(&self, lb: &str) -> usize {
+        let inner = self.inner.lock();
+        inner
+            .held
+            .values()
+            .filter(|h| matches!(h.progress.get(lb), Some(LbProgress::Pending)))
+            .count()
+    }
+
     /// Records progress of `key`'s `version` on `lb` and emits node results as they complete.
     pub fn report(
         &self,

@@ -9,17 +9,22 @@
 //! without building JSON trees). Every call goes through the shared [`Budget`], is bounded by a
 //! timeout, records metrics and runs in a tracing span.
 
+use super::body::ChunkBody;
 use super::budget::{Budget, Class, Verdict};
 use super::error::ArmError;
+use super::scan::{LbState, Scanner};
+use super::splice::Spliced;
 use crate::index::{self, NicMap};
 use crate::metrics::Metrics;
 use azure_core::auth::TokenCredential;
 use azure_core::headers::{HeaderName, Headers};
 use azure_core::{HttpClient, Method, Request, Url};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 /// The api-version of every call (the one `azure_mgmt_network` 0.21 `package-2024-03` uses).
@@ -69,6 +74,64 @@ pub struct ArmClient {
     budget: Arc<Mutex<Budget>>,
     metrics: Arc<Metrics>,
     timeout: Duration,
+    bodies: BodyBudget,
+}
+
+/// The default of [`BodyBudget`]: room for one 5,000-node LB document (~16 MB) at a time
+/// plus small ones.
+pub const DEFAULT_BODY_BUDGET: usize = 24 << 20;
+
+/// Bounds the bytes of whole load balancer documents being read or held for a write at
+/// once: with many LBs in flight, reads wait for room instead of growing the heap.
+#[derive(Debug, Clone)]
+struct BodyBudget {
+    sem: Arc<Semaphore>,
+    total: usize,
+}
+
+impl BodyBudget {
+    fn new(total: usize) -> Self {
+        let total = total.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        Self {
+            sem: Arc::new(Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// Room for `bytes` (a document larger than the whole budget waits for all of it).
+    async fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let n = bytes.clamp(1, self.total) as u32;
+        self.sem.clone().acquire_many_owned(n).await.ok()
+    }
+}
+
+/// A whole load balancer document, counted against the body budget while it lives.
+#[derive(Debug)]
+pub struct LbBody {
+    pub bytes: bytes::Bytes,
+    _room: Option<OwnedSemaphorePermit>,
+}
+
+impl LbBody {
+    /// Gives the budget's room back, keeping the bytes (for a cache with its own budget).
+    pub fn into_bytes(self) -> bytes::Bytes {
+        self.bytes
+    }
+
+    /// The bytes and the room they take in the budget (given back when dropped).
+    pub fn into_parts(self) -> (bytes::Bytes, Option<OwnedSemaphorePermit>) {
+        (self.bytes, self._room)
+    }
+}
+
+/// How the body of a successful answer is read.
+enum ReadAs<'a> {
+    /// Into one buffer sized from Content-Length.
+    Collect,
+    /// Likewise, after taking room for it from the body budget.
+    Budgeted,
+    /// Through a scanner, keeping nothing.
+    Scan(&'a mut LbState),
 }
 
 impl std::fmt::Debug for ArmClient {
@@ -83,6 +146,37 @@ struct Answer {
     status: u16,
     headers: Headers,
     body: bytes::Bytes,
+    room: Option<OwnedSemaphorePermit>,
+}
+
+/// Reads a response body into one buffer sized from its Content-Length (no doubling), or
+/// through `scan` without keeping it.
+async fn read_body(
+    mut stream: azure_core::ResponseBody,
+    len: Option<usize>,
+    scan: Option<&mut LbState>,
+) -> azure_core::Result<bytes::Bytes> {
+    if let Some(state) = scan {
+        let mut scanner = Scanner::new();
+        let mut bad = false;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if !bad {
+                bad = scanner.feed(&chunk, state).is_err();
+            }
+        }
+        if bad || scanner.finish(state).is_err() {
+            // Unreadable: say nothing rather than half of it.
+            *state = LbState::default();
+        }
+        return Ok(bytes::Bytes::new());
+    }
+    // A bogus length is only a hint: never reserve more than 256 MiB up front.
+    let mut buf = Vec::with_capacity(len.unwrap_or(0).min(256 << 20));
+    while let Some(chunk) = stream.next().await {
+        buf.extend_from_slice(&chunk?);
+    }
+    Ok(buf.into())
 }
 
 fn header(headers: &Headers, name: &'static str) -> Option<String> {
@@ -125,7 +219,14 @@ impl ArmClient {
             budget,
             metrics,
             timeout,
+            bodies: BodyBudget::new(DEFAULT_BODY_BUDGET),
         }
+    }
+
+    /// Bounds the bytes of whole LB documents read at once (see [`DEFAULT_BODY_BUDGET`]).
+    pub fn with_body_budget(mut self, bytes: usize) -> Self {
+        self.bodies = BodyBudget::new(bytes);
+        self
     }
 
     /// How full the read budget is (0..=1) and its sustained rate per second.
@@ -198,7 +299,20 @@ impl ArmClient {
         method: Method,
         url: Url,
         if_match: Option<&str>,
-        body: Option<&bytes::Bytes>,
+        body: Option<&ChunkBody>,
+    ) -> Result<Answer, ArmError> {
+        self.call_as(op, method, url, if_match, body, ReadAs::Collect)
+            .await
+    }
+
+    async fn call_as(
+        &self,
+        op: &'static str,
+        method: Method,
+        url: Url,
+        if_match: Option<&str>,
+        body: Option<&ChunkBody>,
+        mut read_as: ReadAs<'_>,
     ) -> Result<Answer, ArmError> {
         let class = if matches!(method, Method::Get | Method::Head) {
             Class::Read
@@ -210,12 +324,12 @@ impl ArmClient {
             tracing::debug_span!("arm", op, resource = %resource, status = tracing::field::Empty);
         async {
             let mut answer = self
-                .call_once(op, class, &method, &url, if_match, body)
+                .call_once(op, class, &method, &url, if_match, body, &mut read_as)
                 .await?;
             if answer.status == 401 {
                 let _ = self.credential.clear_cache().await;
                 answer = self
-                    .call_once(op, class, &method, &url, if_match, body)
+                    .call_once(op, class, &method, &url, if_match, body, &mut read_as)
                     .await?;
             }
             tracing::Span::current().record("status", answer.status);
@@ -252,6 +366,7 @@ impl ArmClient {
         .await
     }
 
+    #[allow(clippy::too_many_arguments)] // one private seam; every argument is per call
     async fn call_once(
         &self,
         op: &'static str,
@@ -259,7 +374,8 @@ impl ArmClient {
         method: &Method,
         url: &Url,
         if_match: Option<&str>,
-        body: Option<&bytes::Bytes>,
+        body: Option<&ChunkBody>,
+        read_as: &mut ReadAs<'_>,
     ) -> Result<Answer, ArmError> {
         self.wait_budget(class).await;
         let token = self.token().await?;
@@ -271,21 +387,48 @@ impl ArmClient {
         }
         if let Some(body) = body {
             req.insert_header("content-type", "application/json");
-            req.set_body(body.clone());
+            // Streamed from the chunks with its exact length (no chunked encoding).
+            req.insert_header(
+                "content-length",
+                azure_core::SeekableStream::len(body).to_string(),
+            );
+            let stream: Box<dyn azure_core::SeekableStream> = Box::new(body.clone());
+            req.set_body(stream);
         }
         let resource = url.path().to_string();
+        let bodies = &self.bodies;
+        let timeout = self.timeout;
         let fut = async {
-            let rsp = self.http.execute_request(&req).await?;
-            let (status, headers, body) = rsp.deconstruct();
-            let body = body.collect().await?;
-            Ok::<_, azure_core::Error>(Answer {
-                status: u16::from(status),
+            let rsp = tokio::time::timeout(timeout, self.http.execute_request(&req))
+                .await
+                .map_err(|_| None)?
+                .map_err(Some)?;
+            let (status, headers, stream) = rsp.deconstruct();
+            let status = u16::from(status);
+            let ok = (200..300).contains(&status);
+            let len = header(&headers, "content-length").and_then(|v| v.trim().parse().ok());
+            // Waiting for room is not part of the call's timeout.
+            let room = match read_as {
+                ReadAs::Budgeted if ok => bodies.take(len.unwrap_or(0)).await,
+                _ => None,
+            };
+            let scan = match read_as {
+                ReadAs::Scan(state) if ok => Some(&mut **state),
+                _ => None,
+            };
+            let body = tokio::time::timeout(timeout, read_body(stream, len, scan))
+                .await
+                .map_err(|_| None)?
+                .map_err(Some)?;
+            Ok::<_, Option<azure_core::Error>>(Answer {
+                status,
                 headers,
                 body,
+                room,
             })
         };
-        let answer = match tokio::time::timeout(self.timeout, fut).await {
-            Err(_) => {
+        let answer = match fut.await {
+            Err(None) => {
                 self.metrics.arm_request(op, 0);
                 return Err(ArmError::Timeout {
                     op,
@@ -293,7 +436,7 @@ impl ArmClient {
                     timeout: self.timeout,
                 });
             }
-            Ok(Err(e)) => {
+            Err(Some(e)) => {
                 self.metrics.arm_request(op, 0);
                 return Err(ArmError::Transport {
                     op,
@@ -301,7 +444,7 @@ impl ArmClient {
                     message: e.to_string(),
                 });
             }
-            Ok(Ok(a)) => a,
+            Ok(a) => a,
         };
         self.metrics.arm_request(op, answer.status);
         let remaining_header = match class {
@@ -321,14 +464,46 @@ impl ArmClient {
 
     /// GET the load balancer (pools embedded), as raw bytes. `Ok(None)` when it does not exist.
     pub async fn get_lb(&self, lb: &str) -> Result<Option<bytes::Bytes>, ArmError> {
+        Ok(self.get_lb_body(lb).await?.map(LbBody::into_bytes))
+    }
+
+    /// GET the load balancer into one buffer, once the body budget has room for it.
+    pub async fn get_lb_body(&self, lb: &str) -> Result<Option<LbBody>, ArmError> {
         let path = self.lb_id(lb);
+        let url = self.url(&path)?;
         match self
-            .call("get_lb", Method::Get, self.url(&path)?, None, None)
+            .call_as("get_lb", Method::Get, url, None, None, ReadAs::Budgeted)
             .await
         {
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
-            Ok(a) => Ok(Some(a.body)),
+            Ok(a) => Ok(Some(LbBody {
+                bytes: a.body,
+                _room: a.room,
+            })),
+        }
+    }
+
+    /// GET the load balancer for its etag and `provisioningState` only: the body streams
+    /// through a scanner and is never held.
+    pub async fn get_lb_state(&self, lb: &str) -> Result<Option<LbState>, ArmError> {
+        let path = self.lb_id(lb);
+        let url = self.url(&path)?;
+        let mut state = LbState::default();
+        match self
+            .call_as(
+                "get_lb",
+                Method::Get,
+                url,
+                None,
+                None,
+                ReadAs::Scan(&mut state),
+            )
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+            Ok(_) => Ok(Some(state)),
         }
     }
 
@@ -336,10 +511,10 @@ impl ArmClient {
         &self,
         op: &'static str,
         path: &str,
-        body: Vec<u8>,
+        body: Spliced,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
-        let body = bytes::Bytes::from(body);
+        let body = ChunkBody::new(body.chunks());
         let a = self
             .call(op, Method::Put, self.url(path)?, if_match, Some(&body))
             .await?;
@@ -356,7 +531,7 @@ impl ArmClient {
         &self,
         lb: &str,
         pool: &str,
-        body: Vec<u8>,
+        body: Spliced,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
         let path = format!("{}/backendAddressPools/{pool}", self.lb_id(lb));
@@ -367,7 +542,7 @@ impl ArmClient {
     pub async fn put_lb(
         &self,
         lb: &str,
-        body: Vec<u8>,
+        body: Spliced,
         if_match: Option<&str>,
     ) -> Result<PutAccepted, ArmError> {
         let path = self.lb_id(lb);

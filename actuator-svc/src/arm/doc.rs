@@ -6,15 +6,10 @@
 //! - [`summarize`] reads only what resolution and writing need (names, owners, admin states,
 //!   provisioning states, which rules use which pool) into small typed structs; every other
 //!   field is skipped by serde without being stored;
-//! - [`rewrite_for_put`] edits the admin states of named entries on the raw text, keeping
-//!   every other field and the order of keys exactly as read (`RawValue` slices), so a
-//!   whole-LB PUT sends back every rule, probe and frontend untouched.
+//! - PUT bodies are spliced from the raw bytes (`arm::splice`), so a whole-LB PUT sends back
+//!   every rule, probe and frontend byte for byte.
 
-use serde::de::{MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::value::RawValue;
-use std::collections::BTreeMap;
+use serde::Deserialize;
 
 /// An admin state as read from or written to ARM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -199,7 +194,7 @@ pub enum Provisioning {
 }
 
 impl Provisioning {
-    fn parse(s: Option<&str>) -> Self {
+    pub fn parse(s: Option<&str>) -> Self {
         match s {
             None => Provisioning::Succeeded,
             Some(s) if s.eq_ignore_ascii_case("succeeded") => Provisioning::Succeeded,
@@ -213,6 +208,12 @@ impl Provisioning {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct DocError(String);
+
+impl DocError {
+    pub fn new(message: String) -> Self {
+        Self(message)
+    }
+}
 
 fn same_id(a: &str, b: &str) -> bool {
     a.trim_end_matches('/')
@@ -296,187 +297,6 @@ pub fn summarize_pool_page(body: &[u8]) -> Result<(Vec<PoolSummary>, Option<Stri
     Ok((pools, page.next_link.filter(|s| !s.is_empty())))
 }
 
-/// A JSON object kept as `(key, raw value)` pairs in document order.
-struct RawObject(Vec<(String, Box<RawValue>)>);
-
-impl<'de> Deserialize<'de> for RawObject {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawObject;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<RawObject, A::Error> {
-                let mut out = Vec::new();
-                while let Some(kv) = m.next_entry::<String, Box<RawValue>>()? {
-                    out.push(kv);
-                }
-                Ok(RawObject(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-impl Serialize for RawObject {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
-}
-
-impl RawObject {
-    fn parse(raw: &RawValue) -> Result<Self, DocError> {
-        serde_json::from_str(raw.get()).map_err(|e| DocError(e.to_string()))
-    }
-
-    fn get(&self, key: &str) -> Option<&RawValue> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
-    }
-
-    fn string(&self, key: &str) -> Option<String> {
-        self.get(key)
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-    }
-
-    fn set(&mut self, key: &str, value: Box<RawValue>) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = value,
-            None => self.0.push((key.to_string(), value)),
-        }
-    }
-
-    fn remove(&mut self, key: &str) {
-        self.0.retain(|(k, _)| k != key);
-    }
-
-    fn to_raw(&self) -> Result<Box<RawValue>, DocError> {
-        let text = serde_json::to_string(self).map_err(|e| DocError(e.to_string()))?;
-        RawValue::from_string(text).map_err(|e| DocError(e.to_string()))
-    }
-
-    /// Edits the array under `key` element by element; `f` returns the replacement or `None`
-    /// to keep the element as it was.
-    fn edit_array(
-        &mut self,
-        key: &str,
-        mut f: impl FnMut(&RawValue) -> Result<Option<Box<RawValue>>, DocError>,
-    ) -> Result<(), DocError> {
-        let Some(raw) = self.get(key) else {
-            return Ok(());
-        };
-        let mut items: Vec<Box<RawValue>> =
-            serde_json::from_str(raw.get()).map_err(|e| DocError(e.to_string()))?;
-        let mut changed = false;
-        for item in &mut items {
-            if let Some(new) = f(item)? {
-                *item = new;
-                changed = true;
-            }
-        }
-        if changed {
-            let text = serde_json::to_string(&items).map_err(|e| DocError(e.to_string()))?;
-            self.set(
-                key,
-                RawValue::from_string(text).map_err(|e| DocError(e.to_string()))?,
-            );
-        }
-        Ok(())
-    }
-}
-
-fn admin_raw(a: Admin) -> Box<RawValue> {
-    // A fixed ASCII literal: always valid JSON.
-    RawValue::from_string(format!("\"{}\"", a.as_arm()))
-        .unwrap_or_else(|_| RawValue::NULL.to_owned())
-}
-
-/// Sets the admin states of `changes` (entry name -> state) on one raw pool object and drops
-/// its read-only `provisioningState`. Returns the pool and how many entries it changed.
-fn edit_pool(
-    pool: &RawValue,
-    changes: &BTreeMap<String, Admin>,
-) -> Result<(Box<RawValue>, usize), DocError> {
-    let mut pool = RawObject::parse(pool)?;
-    let mut count = 0;
-    if let Some(props) = pool.get("properties") {
-        let mut props = RawObject::parse(props)?;
-        props.remove("provisioningState");
-        props.edit_array("loadBalancerBackendAddresses", |entry| {
-            let mut entry = RawObject::parse(entry)?;
-            let Some(admin) = entry.string("name").and_then(|n| changes.get(&n).copied()) else {
-                return Ok(None);
-            };
-            let mut eprops = match entry.get("properties") {
-                Some(p) => RawObject::parse(p)?,
-                None => RawObject(Vec::new()),
-            };
-            eprops.set("adminState", admin_raw(admin));
-            entry.set("properties", eprops.to_raw()?);
-            count += 1;
-            Ok(Some(entry.to_raw()?))
-        })?;
-        pool.set("properties", props.to_raw()?);
-    }
-    Ok((pool.to_raw()?, count))
-}
-
-/// The body of a whole-LB PUT: the document as read, with the admin states of `changes`
-/// (pool name -> entry name -> state) set and the read-only provisioning states dropped.
-/// Returns the body and how many entries changed.
-pub fn rewrite_for_put(
-    lb: &[u8],
-    changes: &BTreeMap<String, BTreeMap<String, Admin>>,
-) -> Result<(Vec<u8>, usize), DocError> {
-    let mut doc: RawObject = serde_json::from_slice(lb).map_err(|e| DocError(e.to_string()))?;
-    let mut count = 0;
-    if let Some(props) = doc.get("properties") {
-        let mut props = RawObject::parse(props)?;
-        props.remove("provisioningState");
-        props.edit_array("backendAddressPools", |pool| {
-            let p = RawObject::parse(pool)?;
-            let name = p.string("name").unwrap_or_default();
-            let none = BTreeMap::new();
-            let (edited, n) = edit_pool(pool, changes.get(&name).unwrap_or(&none))?;
-            count += n;
-            Ok(Some(edited))
-        })?;
-        doc.set("properties", props.to_raw()?);
-    }
-    let body = serde_json::to_vec(&doc).map_err(|e| DocError(e.to_string()))?;
-    Ok((body, count))
-}
-
-/// The body of a per-pool PUT: pool `pool` cut out of the LB document, edited like
-/// [`rewrite_for_put`]. `None` when the LB has no such pool.
-pub fn pool_for_put(
-    lb: &[u8],
-    pool: &str,
-    changes: &BTreeMap<String, Admin>,
-) -> Result<Option<(Vec<u8>, usize)>, DocError> {
-    let doc: RawObject = serde_json::from_slice(lb).map_err(|e| DocError(e.to_string()))?;
-    let Some(props) = doc.get("properties") else {
-        return Ok(None);
-    };
-    let props = RawObject::parse(props)?;
-    let Some(pools) = props.get("backendAddressPools") else {
-        return Ok(None);
-    };
-    let pools: Vec<Box<RawValue>> =
-        serde_json::from_str(pools.get()).map_err(|e| DocError(e.to_string()))?;
-    for raw in pools {
-        if RawObject::parse(&raw)?.string("name").as_deref() == Some(pool) {
-            let (edited, n) = edit_pool(&raw, changes)?;
-            return Ok(Some((edited.get().as_bytes().to_vec(), n)));
-        }
-    }
-    Ok(None)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,79 +359,9 @@ mod tests {
     }
 
     #[test]
-    fn rewrite_touches_only_named_entries_and_keeps_everything_else_in_order() {
-        let lb = mk_lb();
-        let text = serde_json::to_string(&lb).unwrap();
-        let mut changes = BTreeMap::new();
-        changes.insert(
-            "kubernetes".to_string(),
-            BTreeMap::from([
-                ("a".to_string(), Admin::Down),
-                ("b".to_string(), Admin::None),
-            ]),
-        );
-        let (body, n) = rewrite_for_put(text.as_bytes(), &changes).unwrap();
-        assert_eq!(n, 2);
-        let out: Value = serde_json::from_slice(&body).unwrap();
-        let mut want = lb.clone();
-        want["properties"]
-            .as_object_mut()
-            .unwrap()
-            .remove("provisioningState");
-        for p in want["properties"]["backendAddressPools"]
-            .as_array_mut()
-            .unwrap()
-        {
-            p["properties"]
-                .as_object_mut()
-                .unwrap()
-                .remove("provisioningState");
-        }
-        let e = &mut want["properties"]["backendAddressPools"][0]["properties"]["loadBalancerBackendAddresses"];
-        e[0]["properties"]["adminState"] = json!("Down");
-        e[1]["properties"]["adminState"] = json!("None");
-        assert_eq!(out, want);
-        // Key order as read, at every level we rebuilt.
-        let keys = |text: &[u8]| -> Vec<String> {
-            let top: RawObject = serde_json::from_slice(text).unwrap();
-            let props = RawObject::parse(top.get("properties").unwrap()).unwrap();
-            top.0
-                .iter()
-                .chain(props.0.iter())
-                .map(|(k, _)| k.clone())
-                .collect()
-        };
-        let mut want_keys = keys(text.as_bytes());
-        want_keys.retain(|k| k != "provisioningState");
-        assert_eq!(keys(&body), want_keys);
-    }
-
-    #[test]
-    fn pool_put_body_is_the_edited_pool() {
-        let text = mk_lb().to_string();
-        let changes = BTreeMap::from([("a".to_string(), Admin::Down)]);
-        let (body, n) = pool_for_put(text.as_bytes(), "unprobed", &changes)
-            .unwrap()
-            .unwrap();
-        assert_eq!(n, 1);
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["name"], "unprobed");
-        assert_eq!(
-            v["properties"]["loadBalancerBackendAddresses"][0]["properties"]["adminState"],
-            "Down"
-        );
-        assert!(
-            pool_for_put(text.as_bytes(), "nope", &changes)
-                .unwrap()
-                .is_none()
-        );
-    }
-
-    #[test]
     fn garbage_is_an_error_not_a_panic() {
         for bad in [&b"not json"[..], b"[]", b"{\"properties\": 3}", b""] {
             let _ = summarize(bad);
-            let _ = rewrite_for_put(bad, &BTreeMap::new());
         }
         assert!(summarize(b"not json").is_err());
     }

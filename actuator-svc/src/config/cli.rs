@@ -46,6 +46,37 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a byte size: `24Mi`, `512Ki`, `1Gi` or plain bytes.
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => {
+            let (n, unit) = t.split_at(i);
+            let m = match unit {
+                "Ki" => 1 << 10,
+                "Mi" => 1 << 20,
+                "Gi" => 1 << 30,
+                other => return Err(format!("unknown unit {other:?} in {s:?} (Ki, Mi, Gi)")),
+            };
+            (n, m)
+        }
+        None => (t, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 24Mi)"))
+}
+
+/// Parses `--lb-read-budget`: at least 1 MiB (a smaller budget would only serialise reads of
+/// even small load balancers).
+pub fn parse_read_budget(s: &str) -> Result<usize, String> {
+    match parse_bytes(s)? {
+        n if n >= 1 << 20 => Ok(n),
+        _ => Err(format!("{s:?} is below the minimum of 1Mi")),
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -118,6 +149,16 @@ pub struct Args {
     /// ARM's Retry-After.
     #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "150ms", value_parser = parse_duration)]
     pub poll_interval: Duration,
+    /// Most bytes of whole load balancer documents read or held for a write at once (a
+    /// 5,000-node LB is ~16 MB). With many LBs in flight, reads wait for room instead of
+    /// growing memory; one document larger than this is read alone.
+    #[arg(long, env = "ACTUATOR_LB_READ_BUDGET", default_value = "24Mi", value_parser = parse_read_budget)]
+    pub lb_read_budget: usize,
+    /// Most bytes of LB documents kept between writes as the base of the next one (saves a
+    /// GET before the first write on an idle LB); least recently written are dropped first.
+    /// 0 keeps none.
+    #[arg(long, env = "ACTUATOR_BASE_CACHE_BUDGET", default_value = "16Mi", value_parser = parse_bytes)]
+    pub base_cache_budget: usize,
     /// Serving certificate (PEM); enables TLS.
     #[arg(long, env = "ACTUATOR_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -184,6 +225,29 @@ mod tests {
     #[test]
     fn flags_are_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn byte_budgets() {
+        assert_eq!(parse_bytes("24Mi"), Ok(24 << 20));
+        assert_eq!(parse_bytes("512Ki"), Ok(512 << 10));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert!(parse_bytes("24MB").is_err());
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_read_budget("512Ki").is_err());
+        let d = Args::try_parse_from(["actuator-svc", "--cloud-config", "x"]).unwrap();
+        assert_eq!(
+            (d.lb_read_budget, d.base_cache_budget),
+            (24 << 20, 16 << 20)
+        );
+        let bad = Args::try_parse_from([
+            "actuator-svc",
+            "--cloud-config",
+            "x",
+            "--lb-read-budget",
+            "100Ki",
+        ]);
+        assert!(bad.is_err());
     }
 
     #[test]

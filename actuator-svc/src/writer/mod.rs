@@ -22,8 +22,10 @@ mod outcome;
 pub use completion::{Durations, PollPace};
 
 use crate::arm::doc::{self, Provisioning};
+use crate::arm::scan::{self, LbState};
+use crate::arm::splice;
 use crate::arm::{ArmClient, ArmError, PutAccepted, retry::Backoff};
-use crate::cache::SharedCache;
+use crate::cache::{BaseCache, DEFAULT_BASE_BUDGET, KeptBase, SharedCache};
 use crate::guard::Guard;
 use crate::index::LbIndex;
 use crate::metrics::Metrics;
@@ -57,9 +59,9 @@ pub struct WriterConfig {
     pub pace: PollPace,
     /// Upper bound of one operation's tracking.
     pub op_deadline: Duration,
-    /// Reads larger than this are not kept between rounds (memory: a 5,000-node LB is
-    /// ~10 MB of JSON); the next write reads the LB first.
-    pub keep_base_bytes: usize,
+    /// The last `Succeeded` read of each owned LB, kept between rounds under a byte budget
+    /// (shared by every writer of the process).
+    pub bases: Arc<BaseCache>,
     /// The blast-radius guard (shared by every writer and the RPCs that report it).
     pub guard: Guard,
 }
@@ -74,7 +76,7 @@ impl WriterConfig {
             max_cache_age: Duration::from_secs(60),
             pace: PollPace::default(),
             op_deadline: Duration::from_secs(600),
-            keep_base_bytes: 1 << 20,
+            bases: Arc::new(BaseCache::new(DEFAULT_BASE_BUDGET)),
             guard: Guard::default(),
         }
     }
@@ -90,7 +92,10 @@ enum WriteError {
 
 /// The last read of the LB, the base of the next write.
 struct Base {
+    /// Empty when the read was only scanned (an operation was still running).
     body: Bytes,
+    /// Room in the ARM client's body budget, given back when the base is dropped or kept.
+    _room: Option<tokio::sync::OwnedSemaphorePermit>,
     etag: Option<String>,
     provisioning: Provisioning,
     read_at: Instant,
@@ -130,6 +135,8 @@ pub struct Writer {
     in_flight: Arc<InFlight>,
     durations: Durations,
     base: Option<Base>,
+    /// When this writer last wrote the LB (the base cache evicts the least recent).
+    written_at: Option<Instant>,
 }
 
 fn jitter() -> f64 {
@@ -164,6 +171,7 @@ impl Writer {
             in_flight,
             durations: Durations::default(),
             base: None,
+            written_at: None,
         }
     }
 
@@ -210,43 +218,109 @@ impl Writer {
         .await
     }
 
-    /// Drops the base between rounds when it is large (see `keep_base_bytes`) or when another
-    /// replica owns the LB (it goes stale with that replica's writes; a takeover reads first).
+    /// Between rounds the base goes to the shared base cache, which keeps it while the LB is
+    /// owned and the budget has room; a base of an LB another replica owns goes stale with
+    /// that replica's writes (a takeover reads first), and a base read mid-operation is no
+    /// base at all.
     fn release_base(&mut self) {
-        if self
-            .base
-            .as_ref()
-            .is_some_and(|b| b.body.len() > self.cfg.keep_base_bytes)
-            || !self.store.owns(&self.lb)
+        let Some(base) = self.base.take() else {
+            return;
+        };
+        if !self.store.owns(&self.lb)
+            || base.provisioning != Provisioning::Succeeded
+            || base.body.is_empty()
         {
-            self.base = None;
+            self.cfg.bases.forget(&self.lb);
+            return;
+        }
+        self.cfg.bases.keep(
+            &self.lb,
+            KeptBase {
+                body: base.body,
+                etag: base.etag,
+                read_at: base.read_at,
+                written_at: self.written_at.unwrap_or(base.read_at),
+            },
+        );
+    }
+
+    /// The base kept between rounds, if any.
+    fn restore_base(&mut self) {
+        if self.base.is_none() {
+            self.base = self.cfg.bases.take(&self.lb).map(|k| Base {
+                body: k.body,
+                _room: None,
+                etag: k.etag,
+                provisioning: Provisioning::Succeeded,
+                read_at: k.read_at,
+            });
         }
     }
 
-    /// GETs the LB: updates the shared index and keeps the document as the next base.
+    /// GETs the LB whole. A document whose operation still runs is only scanned (its
+    /// entries state a goal, not a fact, and it is no base); else it updates the shared
+    /// index and becomes the next base.
     async fn read(&mut self) -> Result<(), ArmError> {
         let fetched = Instant::now();
-        let Some(body) = self.arm.get_lb(&self.lb).await? else {
+        // Give the old base's room back first: two reads of one LB never wait on each other.
+        self.base = None;
+        let Some(body) = self.arm.get_lb_body(&self.lb).await? else {
             self.cache.put(&self.lb, None, fetched);
-            self.base = None;
             return Ok(());
         };
-        let summary = doc::summarize(&body).map_err(|e| ArmError::Decode {
+        let (body, room) = body.into_parts();
+        let decode = |message: String| ArmError::Decode {
             op: "get_lb",
             resource: self.lb.clone(),
-            message: e.to_string(),
-        })?;
-        let (etag, provisioning) = (summary.etag.clone(), summary.provisioning);
+            message,
+        };
+        let mut state = LbState::default();
+        scan::scan(&body, &mut state).map_err(|e| decode(e.to_string()))?;
+        let provisioning = Provisioning::parse(state.provisioning_state.as_deref());
+        if provisioning == Provisioning::Updating && self.cache.lb(&self.lb).is_some() {
+            self.base = Some(Base {
+                body: Bytes::new(),
+                _room: None,
+                etag: state.etag,
+                provisioning,
+                read_at: fetched,
+            });
+            return Ok(());
+        }
+        let summary = doc::summarize(&body).map_err(|e| decode(e.to_string()))?;
         let index = LbIndex::build(&self.lb, &self.arm.lb_id(&self.lb), summary);
         self.metrics.unprobed(&self.lb, index.unprobed_len());
         self.cache.put(&self.lb, Some(index), fetched);
         self.base = Some(Base {
             body,
-            etag,
+            _room: room,
+            etag: state.etag,
             provisioning,
             read_at: fetched,
         });
         Ok(())
+    }
+
+    /// Reads only the LB's `provisioningState` (the body streams through a scanner); when
+    /// the operation ended, reads the LB whole.
+    async fn probe(&mut self) -> Result<(), ArmError> {
+        let fetched = Instant::now();
+        match self.arm.get_lb_state(&self.lb).await? {
+            Some(state)
+                if Provisioning::parse(state.provisioning_state.as_deref())
+                    == Provisioning::Updating =>
+            {
+                self.base = Some(Base {
+                    body: Bytes::new(),
+                    _room: None,
+                    etag: state.etag,
+                    provisioning: Provisioning::Updating,
+                    read_at: fetched,
+                });
+                Ok(())
+            }
+            _ => self.read().await,
+        }
     }
 
     fn plan(&self, targets: &[TargetView]) -> LbPlan {
@@ -271,6 +345,7 @@ impl Writer {
         let mut must_read = heal;
         let mut refreshed_for_unknown = false;
         let mut failures = 0u32;
+        self.restore_base();
         loop {
             let usable = self
                 .base
@@ -404,15 +479,17 @@ impl Writer {
         let Some(base) = self.base.take() else {
             return Err(WriteError::Stale);
         };
-        let (body, _) = doc::rewrite_for_put(&base.body, &plan.changes).map_err(|e| {
+        // The body is the read's bytes with the edits spliced in: no second copy.
+        let body = splice::whole_lb(&base.body, &plan.changes).map_err(|e| {
             WriteError::Arm(ArmError::Decode {
                 op: "put_lb",
                 resource: self.lb.clone(),
                 message: e.to_string(),
             })
         })?;
-        drop(base.body);
+        self.written_at = Some(Instant::now());
         let put = self.arm.put_lb(&self.lb, body, base.etag.as_deref()).await;
+        drop(base);
         let acc = classify(put)?;
         outcome::report_accepted(&self.store, &self.lb, changed);
         self.track(Instant::now(), Some(acc)).await
@@ -431,24 +508,26 @@ impl Writer {
             if base.provisioning == Provisioning::Updating {
                 return Err(WriteError::Busy);
             }
-            let cut = doc::pool_for_put(&base.body, pool, changes).map_err(|e| {
+            let cut = splice::one_pool(&base.body, pool, changes).map_err(|e| {
                 WriteError::Arm(ArmError::Decode {
                     op: "put_pool",
                     resource: format!("{}/{pool}", self.lb),
                     message: e.to_string(),
                 })
             })?;
-            let Some((body, n)) = cut else {
+            let Some(body) = cut else {
                 return Err(WriteError::Stale);
             };
-            if n == 0 {
+            if body.count == 0 {
                 self.base = Some(base);
                 continue;
             }
+            self.written_at = Some(Instant::now());
             let put = self
                 .arm
                 .put_pool(&self.lb, pool, body, base.etag.as_deref())
                 .await;
+            drop(base);
             let acc = classify(put)?;
             if i + 1 == total {
                 outcome::report_accepted(&self.store, &self.lb, changed);
@@ -473,7 +552,14 @@ impl Writer {
             let step = self.cfg.pace.step(self.in_flight.now(), fill, rate);
             self.metrics.completion_poll_interval(step.as_secs_f64());
             tokio::time::sleep(self.cfg.pace.next(since.elapsed(), expected, step)).await;
-            match self.read().await {
+            // Keep the read whole only when it is the base of the next (coalesced) write;
+            // otherwise only scan it for the end of the operation.
+            let read = if self.store.unwritten_on(&self.lb) > 0 {
+                self.read().await
+            } else {
+                self.probe().await
+            };
+            match read {
                 Ok(()) => {}
                 Err(e) if e.retryable() => {
                     tokio::time::sleep(retry_wait(&e, &mut errors)).await;

@@ -226,6 +226,9 @@ fn stack_options(o: &ScaleOptions) -> StackOptions {
     };
     s.actuators = 2;
     s.signals = 2;
+    // The resync asserts every node but one Down: memory is measured here, not the
+    // blast-radius guard (default 0.5), which would leave half of them to the health probe.
+    s.actuator_args.push("--max-down-share=1.0".into());
     s
 }
 

@@ -238,7 +238,17 @@ impl Stack {
             .arg(format!("--signal-clients={}", certs::SIGNAL_NAME))
             .arg(format!("--tool-clients={}", certs::TOOL_NAME))
             .args(self.options.actuator_args.clone())
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            // As deploy/ runs it (malloc settings: see its deployment.yaml); a bench may
+            // compare by setting these variables itself.
+            .env(
+                "MALLOC_ARENA_MAX",
+                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
+            )
+            .env(
+                "MALLOC_MMAP_THRESHOLD_",
+                std::env::var("MALLOC_MMAP_THRESHOLD_").unwrap_or_else(|_| "1048576".into()),
+            );
         Ok(Service {
             name,
             spec,

@@ -2,11 +2,11 @@
 //! service, resident memory (current and peak) after a wave of 500 nodes (or half the cluster)
 //! tainted and restored, the resync of an actuator SIGKILLed with every node asserted, and a
 //! compressed soak of churn and ARM faults with memory sampled every 10 s
-//! (`cutover_e2e::scale`). Prints a table; not a test (its smoke is `tests/bench_smoke.rs`).
+//! (`cutover_e2e::scale`). Prints a table; not a test (its smoke is `tests/scale_smoke.rs`).
 //!
 //!     cargo run --release -p cutover-e2e --bin scale_bench                  # 240..5,000 (~30 min)
 //!     cargo run --release -p cutover-e2e --bin scale_bench -- --nodes 5000
-//!     cargo run --release -p cutover-e2e --bin scale_bench -- --smoke       # 240, short soak
+//!     cargo run --release -p cutover-e2e --bin scale_bench -- --smoke       # 60, fast ARM, 15-s soak
 
 use clap::Parser;
 use cutover_e2e::scale::{self, ScaleOptions};
@@ -28,7 +28,16 @@ struct Cli {
     /// Seconds between memory samples during the soak.
     #[arg(long, default_value_t = 10)]
     sample_secs: u64,
-    /// 240 nodes and a 30-s soak.
+    /// Nodes tainted and restored before memory is read (default: 500, or half the cluster).
+    #[arg(long)]
+    wave: Option<usize>,
+    /// Fast ARM timings (PUT and operation in milliseconds) instead of Azure's.
+    #[arg(long)]
+    fast: bool,
+    /// Where logs go (default: target/scale-bench/<time>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// 60 nodes, a 20-node wave, fast ARM timings and a 15-s soak: checks the bench runs.
     #[arg(long)]
     smoke: bool,
 }
@@ -37,15 +46,19 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
     if cli.smoke {
-        cli.nodes = vec![240];
-        cli.soak_minutes = 0.5;
+        cli.nodes = vec![60];
+        cli.soak_minutes = 0.25;
         cli.sample_secs = 5;
+        cli.wave = Some(20);
+        cli.fast = true;
     }
-    let dir = PathBuf::from("target/scale-bench").join(
-        jiff::Timestamp::now()
-            .strftime("%Y%m%dT%H%M%SZ")
-            .to_string(),
-    );
+    let dir = cli.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("target/scale-bench").join(
+            jiff::Timestamp::now()
+                .strftime("%Y%m%dT%H%M%SZ")
+                .to_string(),
+        )
+    });
     let mut all = Vec::new();
     for &n in &cli.nodes {
         eprintln!("{n} nodes ...");
@@ -55,6 +68,10 @@ async fn main() -> anyhow::Result<()> {
             dir.clone(),
         );
         o.sample_every = Duration::from_secs(cli.sample_secs);
+        o.realistic = !cli.fast;
+        if let Some(w) = cli.wave {
+            o.wave = w.min(n);
+        }
         let figures = scale::run(&o).await?;
         // Print as we go: a later size may take long or fail.
         eprint!("{}", scale::report(std::slice::from_ref(&figures)));

@@ -1,0 +1,702 @@
+//! PUT bodies by splicing: the load balancer document as read, with small replacements at the
+//! byte ranges of the values to change. Pure.
+//!
+//! One scanning pass ([`super::scan`]) finds, for the entries named in the changes, where
+//! their `adminState` value is (or where to insert one), and where the read-only
+//! `provisioningState`s of the LB and its pools are (dropped, as NRP expects). The body is
+//! then the original bytes cut at those offsets with a few short strings between them: no
+//! tree and no second copy of a 16 MB document, and every other byte (rules, probes,
+//! frontends, key order, whitespace) exactly as ARM sent it.
+
+use super::doc::{Admin, DocError};
+use super::scan::{self, Frame, Sink, path_is};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+/// One part of a spliced body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// A range of the original bytes.
+    Keep(Range<usize>),
+    /// A replacement.
+    Text(&'static str),
+}
+
+/// A body made of the original document and replacements.
+#[derive(Debug, Clone)]
+pub struct Spliced {
+    original: Bytes,
+    parts: Vec<Part>,
+    /// How many entries the changes matched.
+    pub count: usize,
+}
+
+impl Spliced {
+    /// The body's length in bytes (its Content-Length).
+    pub fn len(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Keep(r) => r.len(),
+                Part::Text(t) => t.len(),
+            })
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The body as chunks: slices of the original (no copy) and the replacements.
+    pub fn chunks(&self) -> Vec<Bytes> {
+        self.parts
+            .iter()
+            .filter_map(|p| {
+                let b = match p {
+                    Part::Keep(r) => self.original.slice(r.clone()),
+                    Part::Text(t) => Bytes::from_static(t.as_bytes()),
+                };
+                (!b.is_empty()).then_some(b)
+            })
+            .collect()
+    }
+
+    /// The body in one buffer (tests, small bodies).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for c in self.chunks() {
+            out.extend_from_slice(&c);
+        }
+        out
+    }
+}
+
+/// An entry of a pool, as far as an edit needs it.
+#[derive(Debug, Default)]
+struct Entry {
+    name: Option<String>,
+    close_at: usize,
+    members: usize,
+    /// The `properties` object: `(open, close, members)`.
+    props: Option<(usize, usize, usize)>,
+    /// `properties` when it is not an object (`null`): its span.
+    props_scalar: Option<Range<usize>>,
+    /// The `adminState` value's span.
+    admin: Option<Range<usize>>,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    name: Option<String>,
+    open_at: usize,
+    close_at: usize,
+    /// `properties.provisioningState`: key start and value end.
+    provisioning: Option<(usize, usize)>,
+    entries: Vec<Entry>,
+}
+
+const LB_PROV: &[Option<&str>] = &[Some("properties"), Some("provisioningState")];
+const POOLS: &[Option<&str>] = &[Some("properties"), Some("backendAddressPools"), None];
+const POOL_NAME: &[Option<&str>] = &[
+    Some("properties"),
+    Some("backendAddressPools"),
+    None,
+    Some("name"),
+];
+const POOL_PROV: &[Option<&str>] = &[
+    Some("properties"),
+    Some("backendAddressPools"),
+    None,
+    Some("properties"),
+    Some("provisioningState"),
+];
+const ENTRIES: &[Option<&str>] = &[
+    Some("properties"),
+    Some("backendAddressPools"),
+    None,
+    Some("properties"),
+    Some("loadBalancerBackendAddresses"),
+    None,
+];
+
+/// Collects the pools and the entries whose names appear in the changes.
+struct Finder<'a> {
+    names: &'a BTreeSet<&'a str>,
+    lb_provisioning: Option<(usize, usize)>,
+    pools: Vec<Pool>,
+    pool: Option<Pool>,
+    entry: Option<Entry>,
+}
+
+fn under(path: &[Frame], prefix: &[Option<&str>], last: Option<&str>) -> bool {
+    path.len() == prefix.len() + 1
+        && path_is(&path[..prefix.len()], prefix)
+        && path_is(&path[prefix.len()..], &[last])
+}
+
+impl Sink for Finder<'_> {
+    fn open(&mut self, path: &[Frame], at: usize) {
+        if path_is(path, POOLS) {
+            self.pool = Some(Pool {
+                open_at: at,
+                ..Pool::default()
+            });
+        } else if path_is(path, ENTRIES) {
+            self.entry = Some(Entry::default());
+        }
+    }
+
+    fn close(&mut self, path: &[Frame], frame: &Frame, at: usize) {
+        if path_is(path, POOLS) && frame.object {
+            if let Some(mut p) = self.pool.take() {
+                p.close_at = at;
+                self.pools.push(p);
+            }
+        } else if path_is(path, ENTRIES) && frame.object {
+            if let Some(mut e) = self.entry.take() {
+                e.close_at = at;
+                e.members = frame.members;
+                let wanted = e.name.as_deref().is_some_and(|n| self.names.contains(n));
+                if let (true, Some(pool)) = (wanted, self.pool.as_mut()) {
+                    pool.entries.push(e);
+                }
+            }
+        } else if under(path, ENTRIES, Some("properties"))
+            && frame.object
+            && let Some(e) = self.entry.as_mut()
+        {
+            e.props = Some((frame.open_at, at, frame.members));
+        }
+    }
+
+    fn wants_text(&self, path: &[Frame]) -> bool {
+        path_is(path, POOL_NAME) || under(path, ENTRIES, Some("name"))
+    }
+
+    fn scalar(&mut self, path: &[Frame], start: usize, end: usize, text: Option<&[u8]>) {
+        let key_at = path.last().map(|f| f.key_at).unwrap_or_default();
+        if path_is(path, LB_PROV) {
+            self.lb_provisioning = Some((key_at, end));
+        } else if path_is(path, POOL_NAME) {
+            if let Some(p) = self.pool.as_mut() {
+                p.name = text.and_then(scan::unescape);
+            }
+        } else if path_is(path, POOL_PROV) {
+            if let Some(p) = self.pool.as_mut() {
+                p.provisioning = Some((key_at, end));
+            }
+        } else if under(path, ENTRIES, Some("name")) {
+            if let Some(e) = self.entry.as_mut() {
+                e.name = text.and_then(scan::unescape);
+            }
+        } else if under(path, ENTRIES, Some("properties")) {
+            if let Some(e) = self.entry.as_mut() {
+                e.props_scalar = Some(start..end);
+            }
+        } else if path.len() == ENTRIES.len() + 2
+            && path_is(&path[..ENTRIES.len()], ENTRIES)
+            && path_is(
+                &path[ENTRIES.len()..],
+                &[Some("properties"), Some("adminState")],
+            )
+            && let Some(e) = self.entry.as_mut()
+        {
+            e.admin = Some(start..end);
+        }
+    }
+}
+
+/// One replacement: bytes `at` are replaced by `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Edit {
+    at: Range<usize>,
+    text: &'static str,
+}
+
+fn quoted(a: Admin) -> &'static str {
+    match a.as_arm() {
+        "Down" => "\"Down\"",
+        "Up" => "\"Up\"",
+        _ => "\"None\"",
+    }
+}
+
+/// The edit that sets `entry`'s admin state to `a`.
+fn set_admin(e: &Entry, a: Admin) -> Edit {
+    if let Some(r) = &e.admin {
+        return Edit {
+            at: r.clone(),
+            text: quoted(a),
+        };
+    }
+    if let Some((_, close, members)) = e.props {
+        let text = match (members > 0, a.as_arm()) {
+            (true, "Down") => ",\"adminState\":\"Down\"",
+            (true, "Up") => ",\"adminState\":\"Up\"",
+            (true, _) => ",\"adminState\":\"None\"",
+            (false, "Down") => "\"adminState\":\"Down\"",
+            (false, "Up") => "\"adminState\":\"Up\"",
+            (false, _) => "\"adminState\":\"None\"",
+        };
+        return Edit {
+            at: close..close,
+            text,
+        };
+    }
+    if let Some(r) = &e.props_scalar {
+        let text = match a.as_arm() {
+            "Down" => "{\"adminState\":\"Down\"}",
+            "Up" => "{\"adminState\":\"Up\"}",
+            _ => "{\"adminState\":\"None\"}",
+        };
+        return Edit {
+            at: r.clone(),
+            text,
+        };
+    }
+    let text = match (e.members > 0, a.as_arm()) {
+        (true, "Down") => ",\"properties\":{\"adminState\":\"Down\"}",
+        (true, "Up") => ",\"properties\":{\"adminState\":\"Up\"}",
+        (true, _) => ",\"properties\":{\"adminState\":\"None\"}",
+        (false, "Down") => "\"properties\":{\"adminState\":\"Down\"}",
+        (false, "Up") => "\"properties\":{\"adminState\":\"Up\"}",
+        (false, _) => "\"properties\":{\"adminState\":\"None\"}",
+    };
+    Edit {
+        at: e.close_at..e.close_at,
+        text,
+    }
+}
+
+/// The edit that removes the member spanning `key_at..value_end`, with one adjacent comma.
+fn drop_member(doc: &[u8], key_at: usize, value_end: usize) -> Edit {
+    let after = doc[value_end..]
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| value_end + i);
+    if let Some(comma) = after.filter(|&i| doc[i] == b',') {
+        return Edit {
+            at: key_at..comma + 1,
+            text: "",
+        };
+    }
+    let before = doc[..key_at].iter().rposition(|b| !b.is_ascii_whitespace());
+    match before.filter(|&i| doc[i] == b',') {
+        Some(comma) => Edit {
+            at: comma..value_end,
+            text: "",
+        },
+        None => Edit {
+            at: key_at..value_end,
+            text: "",
+        },
+    }
+}
+
+fn scan_doc<'a>(doc: &[u8], names: &'a BTreeSet<&'a str>) -> Result<Finder<'a>, DocError> {
+    let mut f = Finder {
+        names,
+        lb_provisioning: None,
+        pools: Vec::new(),
+        pool: None,
+        entry: None,
+    };
+    scan::scan(doc, &mut f).map_err(|e| DocError::new(e.to_string()))?;
+    Ok(f)
+}
+
+/// The edits of one pool: its entries' admin states and its provisioning state dropped.
+fn pool_edits(doc: &[u8], pool: &Pool, changes: &BTreeMap<String, Admin>) -> (Vec<Edit>, usize) {
+    let mut edits = Vec::new();
+    if let Some((k, v)) = pool.provisioning {
+        edits.push(drop_member(doc, k, v));
+    }
+    let mut count = 0;
+    for e in &pool.entries {
+        if let Some(a) = e.name.as_ref().and_then(|n| changes.get(n)) {
+            edits.push(set_admin(e, *a));
+            count += 1;
+        }
+    }
+    (edits, count)
+}
+
+fn assemble(original: Bytes, range: Range<usize>, mut edits: Vec<Edit>, count: usize) -> Spliced {
+    edits.sort_by_key(|e| (e.at.start, e.at.end));
+    let mut parts = Vec::with_capacity(edits.len() * 2 + 1);
+    let mut at = range.start;
+    for e in edits {
+        if e.at.start < at {
+            // Overlapping edits cannot come out of one scan; keep the first.
+            continue;
+        }
+        parts.push(Part::Keep(at..e.at.start));
+        if !e.text.is_empty() {
+            parts.push(Part::Text(e.text));
+        }
+        at = e.at.end;
+    }
+    parts.push(Part::Keep(at..range.end));
+    Spliced {
+        original,
+        parts,
+        count,
+    }
+}
+
+/// The body of a whole-LB PUT: the document as read, with the admin states of `changes`
+/// (pool name -> entry name -> state) set and the read-only provisioning states of the LB
+/// and its pools dropped.
+pub fn whole_lb(
+    lb: &Bytes,
+    changes: &BTreeMap<String, BTreeMap<String, Admin>>,
+) -> Result<Spliced, DocError> {
+    let names: BTreeSet<&str> = changes
+        .values()
+        .flat_map(|m| m.keys().map(String::as_str))
+        .collect();
+    let f = scan_doc(lb, &names)?;
+    let mut edits = Vec::new();
+    if let Some((k, v)) = f.lb_provisioning {
+        edits.push(drop_member(lb, k, v));
+    }
+    let none = BTreeMap::new();
+    let mut count = 0;
+    for p in &f.pools {
+        let c = p
+            .name
+            .as_ref()
+            .and_then(|n| changes.get(n))
+            .unwrap_or(&none);
+        let (e, n) = pool_edits(lb, p, c);
+        edits.extend(e);
+        count += n;
+    }
+    Ok(assemble(lb.clone(), 0..lb.len(), edits, count))
+}
+
+/// The body of a per-pool PUT: pool `pool` cut out of the LB document, edited like
+/// [`whole_lb`]. `None` when the LB has no such pool.
+pub fn one_pool(
+    lb: &Bytes,
+    pool: &str,
+    changes: &BTreeMap<String, Admin>,
+) -> Result<Option<Spliced>, DocError> {
+    let names: BTreeSet<&str> = changes.keys().map(String::as_str).collect();
+    let f = scan_doc(lb, &names)?;
+    let Some(p) = f.pools.iter().find(|p| p.name.as_deref() == Some(pool)) else {
+        return Ok(None);
+    };
+    let (edits, count) = pool_edits(lb, p, changes);
+    Ok(Some(assemble(
+        lb.clone(),
+        p.open_at..p.close_at + 1,
+        edits,
+        count,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use serde_json::value::RawValue;
+    use serde_json::{Value, json};
+
+    /// A JSON value with keys in a chosen order (serde_json's maps sort them).
+    #[derive(Debug, Clone)]
+    enum J {
+        Obj(Vec<(String, J)>),
+        Arr(Vec<J>),
+        Lit(String),
+    }
+
+    fn s(v: &str) -> J {
+        J::Lit(serde_json::to_string(v).unwrap())
+    }
+
+    fn ws(rng: &mut StdRng) -> &'static str {
+        ["", "", " ", "\n  ", "\t"][rng.gen_range(0..5)]
+    }
+
+    fn write(j: &J, rng: &mut StdRng, out: &mut String) {
+        match j {
+            J::Lit(t) => out.push_str(t),
+            J::Arr(items) => {
+                out.push('[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(ws(rng));
+                    write(v, rng, out);
+                    out.push_str(ws(rng));
+                }
+                out.push(']');
+            }
+            J::Obj(members) => {
+                out.push('{');
+                for (i, (k, v)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(ws(rng));
+                    out.push_str(&serde_json::to_string(k).unwrap());
+                    out.push_str(ws(rng));
+                    out.push(':');
+                    out.push_str(ws(rng));
+                    write(v, rng, out);
+                    out.push_str(ws(rng));
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    fn shuffled(mut m: Vec<(String, J)>, rng: &mut StdRng) -> J {
+        for i in (1..m.len()).rev() {
+            let j = rng.gen_range(0..=i);
+            m.swap(i, j);
+        }
+        J::Obj(m)
+    }
+
+    fn junk(rng: &mut StdRng, depth: usize) -> J {
+        match rng.gen_range(0..if depth > 2 { 3 } else { 5 }) {
+            0 => J::Lit(rng.gen_range(-5..500).to_string()),
+            1 => s(["x", "é\"q", "provisioningState", "adminState"][rng.gen_range(0..4)]),
+            2 => J::Lit(["true", "null", "1.5e3"][rng.gen_range(0..3)].into()),
+            3 => J::Arr(
+                (0..rng.gen_range(0..3))
+                    .map(|_| junk(rng, depth + 1))
+                    .collect(),
+            ),
+            _ => {
+                let m = (0..rng.gen_range(0..3))
+                    .map(|i| (format!("k{i}"), junk(rng, depth + 1)))
+                    .collect();
+                shuffled(m, rng)
+            }
+        }
+    }
+
+    fn admin_lit(rng: &mut StdRng) -> J {
+        s(["Down", "None", "Up", "Drain"][rng.gen_range(0..4)])
+    }
+
+    fn entry(rng: &mut StdRng, name: String) -> J {
+        let mut m = vec![("name".to_string(), s(&name))];
+        if rng.gen_bool(0.5) {
+            m.push(("id".into(), s(&format!("/x/{name}"))));
+            m.push(("etag".into(), s("W/\"1\"")));
+        }
+        match rng.gen_range(0..4) {
+            0 => {}
+            1 => m.push(("properties".into(), J::Lit("null".into()))),
+            2 => m.push(("properties".into(), J::Obj(vec![]))),
+            _ => {
+                let mut p = vec![("ipAddress".to_string(), s("10.0.0.1"))];
+                if rng.gen_bool(0.5) {
+                    p.push(("adminState".into(), admin_lit(rng)));
+                }
+                if rng.gen_bool(0.5) {
+                    p.push(("provisioningState".into(), s("Succeeded")));
+                }
+                if rng.gen_bool(0.3) {
+                    p.push(("extra".into(), junk(rng, 3)));
+                }
+                m.push(("properties".into(), shuffled(p, rng)));
+            }
+        }
+        shuffled(m, rng)
+    }
+
+    fn lb_doc(rng: &mut StdRng) -> J {
+        let pools = (0..rng.gen_range(0..4))
+            .map(|p| {
+                let entries = (0..rng.gen_range(0..6))
+                    .map(|e| entry(rng, format!("e{e}")))
+                    .collect();
+                let mut props = vec![("loadBalancerBackendAddresses".to_string(), J::Arr(entries))];
+                if rng.gen_bool(0.7) {
+                    props.push((
+                        "provisioningState".into(),
+                        s(["Succeeded", "Updating"][rng.gen_range(0..2)]),
+                    ));
+                }
+                props.push(("loadBalancingRules".into(), junk(rng, 1)));
+                let mut m = vec![("properties".to_string(), shuffled(props, rng))];
+                if rng.gen_bool(0.9) {
+                    m.push(("name".into(), s(&format!("p{p}"))));
+                }
+                m.push(("id".into(), s(&format!("/lb/backendAddressPools/p{p}"))));
+                shuffled(m, rng)
+            })
+            .collect();
+        let mut props = vec![
+            ("backendAddressPools".to_string(), J::Arr(pools)),
+            ("loadBalancingRules".into(), junk(rng, 0)),
+            ("probes".into(), junk(rng, 0)),
+            ("frontendIPConfigurations".into(), junk(rng, 0)),
+        ];
+        if rng.gen_bool(0.8) {
+            props.push(("provisioningState".into(), s("Succeeded")));
+        }
+        shuffled(
+            vec![
+                ("name".to_string(), s("kubernetes")),
+                ("etag".into(), s("W/\"9\"")),
+                ("location".into(), s("eastus")),
+                ("properties".into(), shuffled(props, rng)),
+            ],
+            rng,
+        )
+    }
+
+    /// What the body must mean: the edits applied to the parsed original.
+    fn expected(
+        original: &[u8],
+        changes: &BTreeMap<String, BTreeMap<String, Admin>>,
+    ) -> (Value, usize) {
+        let mut v: Value = serde_json::from_slice(original).unwrap();
+        let mut count = 0;
+        let props = v["properties"].as_object_mut().unwrap();
+        props.remove("provisioningState");
+        for pool in props["backendAddressPools"].as_array_mut().unwrap() {
+            let name = pool.get("name").and_then(Value::as_str).map(str::to_owned);
+            let pp = pool["properties"].as_object_mut().unwrap();
+            pp.remove("provisioningState");
+            let Some(c) = name.and_then(|n| changes.get(&n)) else {
+                continue;
+            };
+            for e in pp["loadBalancerBackendAddresses"].as_array_mut().unwrap() {
+                let Some(a) = e["name"].as_str().and_then(|n| c.get(n)) else {
+                    continue;
+                };
+                count += 1;
+                if !e.get("properties").is_some_and(Value::is_object) {
+                    e["properties"] = json!({});
+                }
+                e["properties"]["adminState"] = json!(a.as_arm());
+            }
+        }
+        (v, count)
+    }
+
+    fn raw_members(doc: &[u8]) -> BTreeMap<String, String> {
+        let top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(doc).unwrap();
+        let props: BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(top["properties"].get()).unwrap();
+        top.iter()
+            .filter(|(k, _)| *k != "properties")
+            .chain(props.iter())
+            .filter(|(k, _)| *k != "backendAddressPools" && *k != "provisioningState")
+            .map(|(k, v)| (k.clone(), v.get().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn random_documents_and_edits_change_only_the_edited_values() {
+        let admins = [Admin::Down, Admin::None, Admin::Up];
+        for seed in 0..400u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut text = String::new();
+            write(&lb_doc(&mut rng), &mut rng, &mut text);
+            let original = Bytes::from(text.clone());
+            let mut changes: BTreeMap<String, BTreeMap<String, Admin>> = BTreeMap::new();
+            for _ in 0..rng.gen_range(0..6) {
+                changes
+                    .entry(format!("p{}", rng.gen_range(0..5)))
+                    .or_default()
+                    .insert(
+                        format!("e{}", rng.gen_range(0..7)),
+                        admins[rng.gen_range(0..3)],
+                    );
+            }
+            let spliced = whole_lb(&original, &changes).unwrap();
+            let body = spliced.to_vec();
+            assert_eq!(body.len(), spliced.len());
+            let got: Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
+                panic!(
+                    "seed {seed}: {e}\n{text}\n{}",
+                    String::from_utf8_lossy(&body)
+                )
+            });
+            let (want, count) = expected(original.as_ref(), &changes);
+            assert_eq!(got, want, "seed {seed}\n{text}");
+            assert_eq!(spliced.count, count, "seed {seed}");
+            // Rules, probes, frontends and top-level fields: byte for byte.
+            assert_eq!(raw_members(&body), raw_members(&original), "seed {seed}");
+            // Per pool: the same body as cut out of the whole-LB one.
+            for (pool, c) in &changes {
+                if let Some(one) = one_pool(&original, pool, c).unwrap() {
+                    let v: Value = serde_json::from_slice(&one.to_vec()).unwrap();
+                    let from_whole = got["properties"]["backendAddressPools"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|p| p["name"] == pool.as_str())
+                        .unwrap();
+                    assert_eq!(&v, from_whole, "seed {seed}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn untouched_bytes_are_the_original_slices() {
+        let text = r#"{ "etag" : "W/\"1\"",
+  "properties": {"provisioningState": "Succeeded", "probes": [ {"name":"p"} ],
+   "backendAddressPools": [{"name":"k","properties":{"loadBalancerBackendAddresses":[
+     {"name":"a","properties":{"ipAddress":"10.0.0.1","adminState":"None"}},
+     {"name":"b","properties":{"ipAddress":"10.0.0.2"}},
+     {"name":"c"}, {"name":"d","properties":{}} ],"provisioningState":"Updating"}}]}}"#;
+        let changes = BTreeMap::from([(
+            "k".to_string(),
+            BTreeMap::from([
+                ("a".to_string(), Admin::Down),
+                ("b".to_string(), Admin::Down),
+                ("c".to_string(), Admin::Down),
+                ("d".to_string(), Admin::None),
+            ]),
+        )]);
+        let spliced = whole_lb(&Bytes::from(text), &changes).unwrap();
+        assert_eq!(spliced.count, 4);
+        let want = r#"{ "etag" : "W/\"1\"",
+  "properties": { "probes": [ {"name":"p"} ],
+   "backendAddressPools": [{"name":"k","properties":{"loadBalancerBackendAddresses":[
+     {"name":"a","properties":{"ipAddress":"10.0.0.1","adminState":"Down"}},
+     {"name":"b","properties":{"ipAddress":"10.0.0.2","adminState":"Down"}},
+     {"name":"c","properties":{"adminState":"Down"}}, {"name":"d","properties":{"adminState":"None"}} ]}}]}}"#;
+        assert_eq!(String::from_utf8(spliced.to_vec()).unwrap(), want);
+        // The big unchanged stretches are slices of the read, not copies.
+        assert!(spliced.chunks().len() <= 2 * 6 + 1);
+    }
+
+    #[test]
+    fn escaped_names_match_and_missing_pools_are_none() {
+        let text = Bytes::from(
+            r#"{"properties":{"backendAddressPools":[{"name":"p\u0031","properties":{"loadBalancerBackendAddresses":[{"name":"e\u0031"}]}}]}}"#,
+        );
+        let c = BTreeMap::from([("e1".to_string(), Admin::Down)]);
+        let one = one_pool(&text, "p1", &c).unwrap().unwrap();
+        assert_eq!(one.count, 1);
+        let v: Value = serde_json::from_slice(&one.to_vec()).unwrap();
+        assert_eq!(
+            v["properties"]["loadBalancerBackendAddresses"][0]["properties"]["adminState"],
+            "Down"
+        );
+        assert!(one_pool(&text, "nope", &c).unwrap().is_none());
+        for bad in [&b"not json"[..], b"", b"{\"properties\": 3"] {
+            assert!(whole_lb(&Bytes::from_static(bad), &BTreeMap::new()).is_err());
+        }
+        // A document of another shape is sent back as it was.
+        let other = Bytes::from_static(b"[1, {\"properties\": 3}]");
+        assert_eq!(
+            whole_lb(&other, &BTreeMap::new()).unwrap().to_vec(),
+            &other[..]
+        );
+    }
+}
