@@ -486,6 +486,14 @@ impl Store {
     /// The nodes a writer must assert on `lb`, oldest instruction first: everything held
     /// `Down`, and `None` until it is effective everywhere. Stream states only while this
     /// replica owns `lb`; tool requests on every LB (they reach one replica only).
+    /// Whether this replica has anything to write on `lb`: it owns it, or holds a tool request
+    /// (written whatever the assignment says). Cheaper than `targets_for`.
+    pub fn writes_on(&self, lb: &str) -> bool {
+        let inner = self.inner.lock();
+        inner.ownership.owns(lb, Instant::now())
+            || inner.held.values().any(|h| h.source == Source::Tool)
+    }
+
     pub fn targets_for(&self, lb: &str) -> Vec<TargetView> {
         let inner = self.inner.lock();
         let owns = inner.ownership.owns(lb, Instant::now());

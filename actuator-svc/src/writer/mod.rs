@@ -223,13 +223,17 @@ impl Writer {
     /// that replica's writes (a takeover reads first), and a base read mid-operation is no
     /// base at all.
     fn release_base(&mut self) {
-        let Some(base) = self.base.take() else {
+        let base = self.base.take();
+        // A base kept while this replica owned the LB (or before its first assignment) goes
+        // stale with the new owner's writes: a later takeover must read first.
+        if !self.store.owns(&self.lb) {
+            self.cfg.bases.forget(&self.lb);
+            return;
+        }
+        let Some(base) = base else {
             return;
         };
-        if !self.store.owns(&self.lb)
-            || base.provisioning != Provisioning::Succeeded
-            || base.body.is_empty()
-        {
+        if base.provisioning != Provisioning::Succeeded || base.body.is_empty() {
             self.cfg.bases.forget(&self.lb);
             return;
         }
@@ -345,6 +349,15 @@ impl Writer {
         let mut must_read = heal;
         let mut refreshed_for_unknown = false;
         let mut failures = 0u32;
+        // A replica that neither owns this LB nor holds a tool request for it writes nothing,
+        // so it reads nothing either: every replica gets every desired state, and reading the
+        // LB on each of them made N replicas cost N times the reads of one (only the self-heal
+        // tick refreshes a non-owner's copy, for Get and a later takeover).
+        if !heal && !self.store.writes_on(&self.lb) {
+            self.metrics.guard_refused(&self.lb, 0);
+            self.cfg.guard.record(&self.lb, Default::default());
+            return Ok(());
+        }
         self.restore_base();
         loop {
             let usable = self

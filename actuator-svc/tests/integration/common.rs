@@ -243,10 +243,19 @@ pub fn all_are(sim: &ArmSim, cluster: &Cluster, node: &Node, state: &str) -> boo
 
 /// Number of write requests (PUT) the simulator served for `lb` (the LB or its pools) so far.
 pub fn puts(sim: &ArmSim, lb: &str) -> usize {
+    calls(sim, "PUT", lb)
+}
+
+/// Reads of `lb` (the LB itself or one of its pools).
+pub fn reads(sim: &ArmSim, lb: &str) -> usize {
+    calls(sim, "GET", lb)
+}
+
+fn calls(sim: &ArmSim, method: &str, lb: &str) -> usize {
     let needle = format!("/loadbalancers/{}", lb.to_ascii_lowercase());
     sim.requests()
         .iter()
-        .filter(|r| r.method == "PUT")
+        .filter(|r| r.method == method)
         .filter(|r| {
             let p = r
                 .path

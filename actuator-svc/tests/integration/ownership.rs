@@ -90,6 +90,29 @@ async fn each_lb_is_written_by_its_assigned_replica_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_owns_nothing_reads_nothing_during_a_wave() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    let (tx, _rx) = open_stream(&mut a, 5).await;
+    // A standby: every node's state arrives, no LB is its to write.
+    tx.send(assignment(5, 1, &[], 5000)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = reads(&sim, "kubernetes") + reads(&sim, "kubernetes-internal");
+    for (seq, node) in cluster.nodes.iter().take(12).enumerate() {
+        let d = desired(node, AdminState::Down, 5, seq as u64 + 1);
+        tx.send(msg(signal_message::Kind::Delta(d))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = reads(&sim, "kubernetes") + reads(&sim, "kubernetes-internal");
+    assert_eq!(after - before, 0, "a non-owner read the load balancers");
+    assert_eq!(
+        puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_or_stale_assignment_writes_nothing() {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &[]).await;
