@@ -1,10 +1,12 @@
 //! Writer benchmark against arm-sim with realistic latencies (PUT ~200 ms, operation ~2 s).
-//! Prints a table; run with `cargo bench -p actuator-svc --bench writer`.
+//! Prints a table; run with `cargo bench -p actuator-svc --bench writer` (`-- gets`: section 3 only).
 //!
 //! 1. One node Down on a dual-stack cluster with two LBs (4 pools): time to EFFECTIVE as the
 //!    actuator reports it, and as the simulator's effective log shows it (when traffic is cut),
 //!    against the floor (one write + one operation per LB, in parallel), per strategy.
 //! 2. 500 nodes Down within one second through the stream: ARM writes and time to all effective.
+//! 3. Cached `GetNodeAdminState` latency at 5,000 nodes: one at a time, and 200 at once over
+//!    one connection (issue 9's targets: p99 5 ms single, 50 ms at 200 concurrent).
 
 #![allow(clippy::unwrap_used)]
 
@@ -252,6 +254,11 @@ async fn mass(strategy: &str) -> (usize, f64, f64) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // `cargo bench -p actuator-svc --bench writer -- gets`: only the cached Get section.
+    if std::env::args().any(|a| a == "gets") {
+        cached_gets(5000).await;
+        return;
+    }
     let floor = (PUT_MS + COMPLETION_MS) as f64 / 1000.0;
     println!(
         "arm-sim: PUT {PUT_MS} ms, operation {COMPLETION_MS} ms, Retry-After 1 s; preset aks (dual-stack, LBs kubernetes + kubernetes-internal, 2 pools each)"
@@ -289,4 +296,52 @@ async fn main() {
     medians.sort_by(|a, b| a.1.total_cmp(&b.1));
     println!();
     println!("winner (1 node, time to EFFECTIVE): {}", medians[0].0);
+    cached_gets(5000).await;
+}
+
+fn percentile_ms(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank.min(v.len()) - 1] * 1000.0
+}
+
+/// Cached Get latency: 500 Gets one after another, then 5 rounds of 200 concurrent Gets.
+async fn cached_gets(nodes: usize) {
+    let s = setup(nodes, "whole-lb").await;
+    let get = |i: usize| {
+        let mut c = s.client.clone();
+        let node = node_ref(&s.cluster.nodes[i % s.cluster.nodes.len()]);
+        async move {
+            let t = Instant::now();
+            c.get_node_admin_state(GetNodeAdminStateRequest {
+                node: Some(node),
+                fresh: false,
+            })
+            .await
+            .unwrap();
+            t.elapsed().as_secs_f64()
+        }
+    };
+    let mut single = Vec::new();
+    for i in 0..500 {
+        single.push(get(i * 7).await);
+    }
+    let mut concurrent = Vec::new();
+    for round in 0..5 {
+        let all = (0..200).map(|i| get(round * 1000 + i * 13));
+        concurrent.extend(futures::future::join_all(all).await);
+    }
+    println!();
+    println!("| cached Get, {nodes} nodes | p50 (ms) | p99 (ms) | target p99 (ms) |");
+    println!("|---|---|---|---|");
+    println!(
+        "| one at a time (500) | {:.2} | {:.2} | 5 |",
+        percentile_ms(single.clone(), 50.0),
+        percentile_ms(single, 99.0)
+    );
+    println!(
+        "| 200 concurrent (5 rounds) | {:.2} | {:.2} | 50 |",
+        percentile_ms(concurrent.clone(), 50.0),
+        percentile_ms(concurrent, 99.0)
+    );
 }
