@@ -51,6 +51,8 @@ struct Inner {
 #[derive(Default)]
 pub struct Uplink {
     inner: Mutex<Inner>,
+    /// Woken when a stream registers: a Set waiting out a leader change goes up it at once.
+    linked: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Uplink {
@@ -92,6 +94,8 @@ impl Uplink {
         let id = inner.next_link;
         inner.links.push(Link { id, epoch, tx });
         inner.ever_linked = true;
+        drop(inner);
+        self.linked.notify_waiters();
         id
     }
 
@@ -109,6 +113,26 @@ impl Uplink {
             (false, _) => Route::Durable,
             (true, true) => Route::Retry,
             (true, false) => Route::MemoryOnly,
+        }
+    }
+
+    /// Like [`Uplink::route`], but while the answer is `Retry` (a stream was lost: a leader
+    /// change, a reconnect after this replica was frozen), waits up to `patience` for a stream
+    /// to come back, so a tool's Set is relayed instead of refused in the usual few seconds.
+    pub async fn route_within(&self, patience: std::time::Duration) -> Route {
+        let deadline = Instant::now() + patience;
+        loop {
+            let notified = self.linked.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a stream that registers in between wakes us.
+            notified.as_mut().enable();
+            let route = self.route();
+            if route != Route::Retry {
+                return route;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Route::Retry;
+            }
         }
     }
 
@@ -272,6 +296,36 @@ mod tests {
             name: "n1".into(),
             ..NodeRef::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_set_during_a_leader_change_waits_for_the_stream_to_come_back() {
+        let up = std::sync::Arc::new(Uplink::default());
+        let (tx, _rx) = mpsc::channel(8);
+        let first = up.register(1, tx);
+        up.unregister(first);
+        // No stream comes back: refused after the patience, not kept in memory.
+        assert_eq!(
+            up.route_within(Duration::from_millis(50)).await,
+            Route::Retry
+        );
+        // A stream comes back while the Set waits: it goes up that stream.
+        let later = tokio::spawn({
+            let up = up.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let (tx, rx) = mpsc::channel(8);
+                up.register(2, tx);
+                rx
+            }
+        });
+        let started = Instant::now();
+        assert_eq!(
+            up.route_within(Duration::from_secs(5)).await,
+            Route::Durable
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+        drop(later.await);
     }
 
     #[tokio::test]

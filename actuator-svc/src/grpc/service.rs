@@ -555,10 +555,13 @@ impl Actuator for ActuatorService {
                 timed_out: false,
             }));
         }
-        let route = self.store.uplink().route();
+        // A stream lost to a leader change or a reconnect is back within seconds: wait for it
+        // (within the caller's timeout) rather than make every tool retry.
+        let patience = timeout.min(std::time::Duration::from_secs(15));
+        let route = self.store.uplink().route_within(patience).await;
         if route == holds::Route::Retry {
             return Err(Status::unavailable(
-                "no signal-svc stream right now (a leader change?); a hold set now would not be durable; retry in a few seconds",
+                "no signal-svc stream (a leader change?); a hold set now would not be durable; retry in a few seconds",
             ));
         }
         if route == holds::Route::Durable {
