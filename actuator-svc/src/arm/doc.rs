@@ -342,10 +342,6 @@ impl<S: EntrySink> Reader<'_, S> {
 
 impl<S: EntrySink> Sink for Reader<'_, S> {
     fn open(&mut self, path: &[Frame], _at: usize) {
-        if path.is_empty() {
-            self.root_object = true;
-            return;
-        }
         let at = self.pools_at();
         if path.len() == at.len() && scan::path_is(path, at) {
             self.pools.push(PoolAcc::default());
@@ -367,6 +363,10 @@ impl<S: EntrySink> Sink for Reader<'_, S> {
     }
 
     fn close(&mut self, path: &[Frame], frame: &Frame, _at: usize) {
+        if path.is_empty() {
+            self.root_object = frame.object;
+            return;
+        }
         if let Some(rel) = self.in_pool(path) {
             if scan::path_is(rel, ENTRY) && frame.object {
                 let e = &self.entry;
