@@ -475,7 +475,10 @@ mod tests {
 
     /// Every entry as owned text, per document pool.
     #[derive(Default)]
-    struct Collect(Vec<(usize, String, Option<String>, Option<String>, Admin)>);
+    struct Collect(Vec<Seen>);
+
+    /// (document pool, name, ipConfiguration ID, IP, admin state).
+    type Seen = (usize, String, Option<String>, Option<String>, Admin);
 
     impl EntrySink for Collect {
         fn entry(&mut self, pool: usize, e: EntryRef<'_>) {
