@@ -1,9 +1,9 @@
 //! The pool index: which backend entries of which pools belong to a node. Pure.
 //!
-//! Built per load balancer from what ARM sends (a GET of the LB, or pool LIST pages, read by
-//! `arm::doc` into small summaries, never kept as JSON), plus the NIC list of the node resource
-//! group for VMs whose NICs are standalone resources (VMSS Flex, availability sets). Matching
-//! rules (`design.md` section 5):
+//! Built per load balancer from what ARM sends (a GET of the LB, or pool LIST pages, streamed
+//! by `arm::doc` entry by entry straight into the compact form, never kept as JSON), plus the
+//! NIC list of the node resource group for VMs whose NICs are standalone resources (VMSS
+//! Flex, availability sets). Matching rules (`design.md` section 5):
 //! - NIC-based entries: the ipConfiguration ID's VM equals the node's VM (providerID);
 //! - IP-based entries: the entry's `ipAddress` is one of the node's internal IPs (v4 or v6);
 //! - all IDs compare case-insensitively.
@@ -17,7 +17,7 @@
 //! cost an ARM operation and change nothing. Pools whose rules have no probe are indexed but
 //! flagged, so answers can say that `Down` has no effect there.
 
-use crate::arm::doc::{self, LbSummary, PoolSummary, PoolUse, Provisioning};
+use crate::arm::doc::{self, PoolUse, Provisioning};
 use crate::arm::ids::{self, IpConfigOwner, VmRef};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -172,102 +172,148 @@ fn split_ipc(id: &str) -> (&str, &str) {
     id.split_at(at)
 }
 
-impl LbIndex {
-    /// Indexes a load balancer read with GET (or its pools read with LIST).
-    pub fn build(name: &str, id: &str, summary: LbSummary) -> Self {
+/// Where an entry is looked up (kept aside until its pool's use is known).
+enum Key {
+    Vmss(Arc<str>, Box<str>),
+    Nic(Box<str>),
+    /// By lower-cased name, and by IP when it has one.
+    Name(Box<str>, Option<IpAddr>),
+}
+
+/// Builds an [`LbIndex`] from the entries the document reader passes, one at a time: the
+/// read never holds more than the body and the compact entries.
+struct Builder {
+    entries: Vec<Entry>,
+    keys: Vec<Key>,
+    interner: Interner,
+}
+
+impl doc::EntrySink for Builder {
+    fn entry(&mut self, pool: usize, e: doc::EntryRef<'_>) {
+        let Ok(pool) = u16::try_from(pool) else {
+            return;
+        };
+        let mut entry = Entry {
+            pool,
+            name: e.name.into(),
+            ipc: None,
+            ip: None,
+            vmss_rg: None,
+            admin: e.admin,
+        };
+        let name_key = || Key::Name(e.name.to_ascii_lowercase().into(), None);
+        let key = match e.ip_configuration_id.filter(|s| !s.is_empty()) {
+            Some(ipc) => {
+                let key = match ids::parse_ip_configuration_id(ipc) {
+                    Some(IpConfigOwner::ScaleSetVm(VmRef::ScaleSetVm {
+                        resource_group,
+                        scale_set,
+                        instance,
+                    })) => {
+                        entry.vmss_rg = Some(self.interner.get(&resource_group));
+                        Key::Vmss(self.interner.get(&scale_set), instance.into())
+                    }
+                    Some(IpConfigOwner::Nic(nic)) => Key::Nic(nic.into()),
+                    _ => name_key(),
+                };
+                let (prefix, rest) = split_ipc(ipc);
+                entry.ipc = Some((self.interner.get(prefix), rest.into()));
+                key
+            }
+            None => {
+                entry.ip = e.ip_address.and_then(|s| s.parse().ok());
+                Key::Name(e.name.to_ascii_lowercase().into(), entry.ip)
+            }
+        };
+        self.entries.push(entry);
+        self.keys.push(key);
+    }
+}
+
+impl Builder {
+    fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+            keys: Vec::new(),
+            interner: Interner::default(),
+        }
+    }
+
+    /// The index, once the document's pools are known: entries of pools only outbound rules
+    /// use are dropped, the others numbered and put in the lookup maps.
+    fn finish(self, name: &str, id: &str, head: doc::DocHead) -> LbIndex {
         let mut idx = LbIndex {
             name: name.to_string(),
             id: id.to_string(),
-            etag: summary.etag,
-            provisioning: summary.provisioning,
+            etag: head.etag,
+            provisioning: head.provisioning,
             ..Default::default()
         };
-        let mut interner = Interner::default();
-        for pool in summary.pools {
-            idx.add_pool(pool, &mut interner);
+        // Document pool number -> index pool number.
+        let mut kept: Vec<Option<u16>> = Vec::with_capacity(head.pools.len());
+        for pool in head.pools {
+            let no = u16::try_from(idx.pools.len())
+                .ok()
+                .filter(|_| pool.usage != PoolUse::OutboundOnly);
+            if no.is_some() {
+                idx.pools.push(PoolMeta {
+                    name: pool.name.into(),
+                    settled: pool.settled,
+                    probed: pool.usage != PoolUse::Unprobed,
+                });
+            }
+            kept.push(no);
+        }
+        let count = self
+            .entries
+            .iter()
+            .filter(|e| kept.get(usize::from(e.pool)).copied().flatten().is_some())
+            .count();
+        idx.entries.reserve_exact(count);
+        for (mut entry, key) in self.entries.into_iter().zip(self.keys) {
+            let Some(pool) = kept.get(usize::from(entry.pool)).copied().flatten() else {
+                continue;
+            };
+            let Ok(no) = u32::try_from(idx.entries.len()) else {
+                break;
+            };
+            entry.pool = pool;
+            match key {
+                Key::Vmss(scale_set, instance) => idx
+                    .by_vmss
+                    .entry((scale_set, instance))
+                    .or_default()
+                    .push(no),
+                Key::Nic(nic) => idx.by_nic.entry(nic).or_default().push(no),
+                Key::Name(name, ip) => {
+                    if let Some(ip) = ip {
+                        idx.by_ip.entry(ip).or_default().push(no);
+                    }
+                    idx.by_name.entry(name).or_default().push(no);
+                }
+            }
+            idx.entries.push(entry);
         }
         idx
     }
+}
 
-    fn add_pool(&mut self, pool: PoolSummary, interner: &mut Interner) {
-        if pool.usage == PoolUse::OutboundOnly {
-            return;
-        }
-        let Ok(pool_no) = u16::try_from(self.pools.len()) else {
-            return;
-        };
-        self.pools.push(PoolMeta {
-            name: pool.name.into(),
-            settled: pool.settled,
-            probed: pool.usage != PoolUse::Unprobed,
-        });
-        for e in pool.entries {
-            let Ok(no) = u32::try_from(self.entries.len()) else {
-                return;
-            };
-            let mut entry = Entry {
-                pool: pool_no,
-                name: e.name.into(),
-                ipc: None,
-                ip: None,
-                vmss_rg: None,
-                admin: e.admin,
-            };
-            match e.ip_configuration_id.as_deref().filter(|s| !s.is_empty()) {
-                Some(ipc) => {
-                    match ids::parse_ip_configuration_id(ipc) {
-                        Some(IpConfigOwner::ScaleSetVm(VmRef::ScaleSetVm {
-                            resource_group,
-                            scale_set,
-                            instance,
-                        })) => {
-                            entry.vmss_rg = Some(interner.get(&resource_group));
-                            self.by_vmss
-                                .entry((interner.get(&scale_set), instance.into()))
-                                .or_default()
-                                .push(no);
-                        }
-                        Some(IpConfigOwner::Nic(nic)) => {
-                            self.by_nic.entry(nic.into()).or_default().push(no)
-                        }
-                        _ => self
-                            .by_name
-                            .entry(entry.name.to_ascii_lowercase().into())
-                            .or_default()
-                            .push(no),
-                    }
-                    let (prefix, rest) = split_ipc(ipc);
-                    entry.ipc = Some((interner.get(prefix), rest.into()));
-                }
-                None => {
-                    entry.ip = e.ip_address.as_deref().and_then(|s| s.parse().ok());
-                    if let Some(ip) = entry.ip {
-                        self.by_ip.entry(ip).or_default().push(no);
-                    }
-                    self.by_name
-                        .entry(entry.name.to_ascii_lowercase().into())
-                        .or_default()
-                        .push(no);
-                }
-            }
-            self.entries.push(entry);
-        }
+impl LbIndex {
+    /// Indexes a load balancer document (GET of the LB, or a PUT answer), streaming it.
+    pub fn read(name: &str, id: &str, body: &[u8]) -> Result<Self, doc::DocError> {
+        let mut b = Builder::new();
+        let head = doc::read_lb(body, &mut b)?;
+        Ok(b.finish(name, id, head))
     }
 
     /// Indexes pools given as JSON (tests, benches, pool LIST pages already parsed).
     pub fn from_pools(name: &str, id: &str, pools: &[Value]) -> Self {
         let page = serde_json::json!({ "value": pools }).to_string();
-        let pools = doc::summarize_pool_page(page.as_bytes())
-            .map(|(p, _)| p)
-            .unwrap_or_default();
-        Self::build(
-            name,
-            id,
-            LbSummary {
-                pools,
-                ..Default::default()
-            },
-        )
+        let mut b = Builder::new();
+        match doc::read_pool_page(page.as_bytes(), &mut b) {
+            Ok(head) => b.finish(name, id, head),
+            Err(_) => Builder::new().finish(name, id, doc::DocHead::default()),
+        }
     }
 
     /// Number of indexed entries.

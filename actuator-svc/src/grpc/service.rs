@@ -5,7 +5,6 @@ use super::auth::{AllowLists, Role};
 use super::validate::{self, Desired};
 use crate::arm::ArmClient;
 use crate::arm::budget::{ToolShare, Verdict};
-use crate::arm::doc;
 use crate::cache::SharedCache;
 use crate::guard::Guard;
 use crate::holds;
@@ -405,10 +404,10 @@ impl ActuatorService {
         for (lb, r) in futures::future::join_all(reads).await {
             match r {
                 Ok(Some(body)) => {
-                    let summary = doc::summarize(&body).map_err(|e| {
+                    let index = LbIndex::read(&lb, &self.arm.lb_id(&lb), &body).map_err(|e| {
                         Status::unavailable(format!("reading load balancer {lb}: {e}"))
                     })?;
-                    lbs.push(Arc::new(LbIndex::build(&lb, &self.arm.lb_id(&lb), summary)));
+                    lbs.push(Arc::new(index));
                 }
                 Ok(None) => {}
                 Err(e) => {

@@ -21,7 +21,7 @@ mod outcome;
 
 pub use completion::{Durations, PollPace};
 
-use crate::arm::doc::{self, Provisioning};
+use crate::arm::doc::Provisioning;
 use crate::arm::scan::{self, LbState};
 use crate::arm::splice;
 use crate::arm::{ArmClient, ArmError, PutAccepted, retry::Backoff};
@@ -291,8 +291,8 @@ impl Writer {
             });
             return Ok(());
         }
-        let summary = doc::summarize(&body).map_err(|e| decode(e.to_string()))?;
-        let index = LbIndex::build(&self.lb, &self.arm.lb_id(&self.lb), summary);
+        let index = LbIndex::read(&self.lb, &self.arm.lb_id(&self.lb), &body)
+            .map_err(|e| decode(e.to_string()))?;
         self.metrics.unprobed(&self.lb, index.unprobed_len());
         self.cache.put(&self.lb, Some(index), fetched);
         self.base = Some(Base {
