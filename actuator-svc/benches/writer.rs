@@ -92,6 +92,11 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
         // Every node goes Down in the mass case: the blast-radius guard is lifted.
         "--max-down-share",
         "1.0",
+        // The Get section measures the RPC path, not the per-tool rate limit.
+        "--tool-rate",
+        "100000",
+        "--tool-burst",
+        "100000",
     ])
     .unwrap();
     let running = runtime::start(args, EnvOverrides::default()).await.unwrap();
