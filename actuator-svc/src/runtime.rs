@@ -166,6 +166,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         max_cache_age: args.pool_refresh_interval,
         pace: PollPace {
             base: args.poll_interval,
+            fine: args.poll_fine_interval,
             ..PollPace::default()
         },
         guard: Guard::new(args.max_down_share)

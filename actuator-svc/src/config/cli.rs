@@ -29,6 +29,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Parses a read interval: at least 10 ms (zero would read an LB in a busy loop).
+pub fn parse_poll_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("{s:?} is too short (at least 10ms)"));
+    }
+    Ok(d)
+}
+
 /// Parses `--max-down-share`: a share in (0, 1].
 pub fn parse_share(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -143,12 +152,16 @@ pub struct Args {
     /// Timeout of one ARM request.
     #[arg(long, env = "ACTUATOR_ARM_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub arm_timeout: Duration,
-    /// While an operation runs on a load balancer, read its provisioningState this often
-    /// (from shortly before the operation is expected to end) to see its end at once; slower
-    /// when the read budget runs low. The operation URL itself is never polled faster than
-    /// ARM's Retry-After.
-    #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "150ms", value_parser = parse_duration)]
+    /// While an operation runs on a load balancer, read its provisioningState this often to
+    /// see its end at once (from the start when its duration is unknown; otherwise outside
+    /// the fine window); slower when the read budget runs low. The operation URL itself is
+    /// never polled faster than ARM's Retry-After.
+    #[arg(long, env = "ACTUATOR_POLL_INTERVAL", default_value = "150ms", value_parser = parse_poll_interval)]
     pub poll_interval: Duration,
+    /// The read interval around the moment the LB's recent operations ended (from one fine
+    /// step before the shortest of the last five durations to 400 ms after it).
+    #[arg(long, env = "ACTUATOR_POLL_FINE_INTERVAL", default_value = "50ms", value_parser = parse_poll_interval)]
+    pub poll_fine_interval: Duration,
     /// Most bytes of whole load balancer documents read or held for a write at once (a
     /// 5,000-node LB is ~16 MB). With many LBs in flight, reads wait for room instead of
     /// growing memory; one document larger than this is read alone.
@@ -258,6 +271,28 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn read_intervals_refuse_a_busy_loop_and_name_the_flag() {
+        let d = Args::try_parse_from(["actuator-svc", "--cloud-config", "x"]).unwrap();
+        assert_eq!(
+            (d.poll_interval, d.poll_fine_interval),
+            (Duration::from_millis(150), Duration::from_millis(50))
+        );
+        let err = Args::try_parse_from([
+            "actuator-svc",
+            "--cloud-config",
+            "x",
+            "--poll-fine-interval",
+            "0ms",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--poll-fine-interval") && err.contains("at least 10ms"),
+            "{err}"
+        );
     }
 
     #[test]

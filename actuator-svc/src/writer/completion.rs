@@ -3,9 +3,13 @@
 //! faster than its `Retry-After` (NRP answers Standard LB writes with about 10 s). The read
 //! that sees `Succeeded` is the base of the next write.
 //!
-//! Pacing ([`PollPace`], pure): reads start shortly before the operation is expected to end
-//! (learned from the last operations on this LB), then every `base` interval. When the read
-//! budget runs low, every LB in flight slows down to an even share of the sustained read rate.
+//! Pacing ([`PollPace`], pure): with no history, reads follow the `base` interval from the
+//! start. Once operations on this LB have been timed, the first read waits until just before
+//! the shortest recent one would end (earlier reads could only say `Updating`), reads follow
+//! the short `fine` interval through a `window` around that moment (where the end is most
+//! likely, so it is seen within about `fine` of happening), then fall back to `base`. When the
+//! read budget runs low, every LB in flight slows down to an even share of the sustained read
+//! rate, the fine window included.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -13,8 +17,13 @@ use std::time::Duration;
 /// How often to read an LB while its operation runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PollPace {
-    /// The interval while the read budget has room.
+    /// The interval outside the fine window (and always while durations are unknown).
     pub base: Duration,
+    /// The interval around the expected end.
+    pub fine: Duration,
+    /// How long past the expected end the fine interval lasts (ARM's operations vary; past
+    /// this the end is not imminent any more).
+    pub window: Duration,
     /// Share of the sustained read rate completion reads may use when the bucket runs low.
     pub share: f64,
 }
@@ -23,32 +32,52 @@ impl Default for PollPace {
     fn default() -> Self {
         Self {
             base: Duration::from_millis(150),
+            fine: Duration::from_millis(50),
+            window: Duration::from_millis(400),
             share: 0.5,
         }
     }
 }
 
+/// The two intervals in force for one read, after the budget had its say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steps {
+    pub base: Duration,
+    pub fine: Duration,
+}
+
 impl PollPace {
-    /// The interval between reads with `in_flight` LBs being watched, the read bucket
-    /// `fill` (0..=1) and its sustained `rate` per second.
-    pub fn step(&self, in_flight: usize, fill: f64, rate: f64) -> Duration {
+    /// The intervals with `in_flight` LBs being watched, the read bucket `fill` (0..=1) and
+    /// its sustained `rate` per second: as configured while the bucket is over half full,
+    /// else no shorter than an even share of the rate.
+    pub fn steps(&self, in_flight: usize, fill: f64, rate: f64) -> Steps {
         if fill > 0.5 || rate <= 0.0 {
-            return self.base;
+            return Steps {
+                base: self.base,
+                fine: self.fine,
+            };
         }
         let even = Duration::from_secs_f64(in_flight.max(1) as f64 / (rate * self.share));
-        self.base.max(even)
+        Steps {
+            base: self.base.max(even),
+            fine: self.fine.max(even),
+        }
     }
 
-    /// The wait before the next read, `elapsed` after the PUT was accepted: no read before
-    /// 80 % of the shortest recent operation (it would only say `Updating`), then `step`.
-    pub fn next(&self, elapsed: Duration, expected: Option<Duration>, step: Duration) -> Duration {
-        if let Some(expected) = expected {
-            let early = expected.mul_f64(0.8);
-            if elapsed + step < early {
-                return early - elapsed;
-            }
+    /// The wait before the next read, `elapsed` after the PUT was accepted, with the
+    /// operation `expected` to take that long (unknown for a foreign operation or a new LB).
+    pub fn next(&self, elapsed: Duration, expected: Option<Duration>, steps: Steps) -> Duration {
+        let Some(expected) = expected else {
+            return steps.base;
+        };
+        let first = expected.saturating_sub(steps.fine);
+        if elapsed < first {
+            return first - elapsed;
         }
-        step
+        if elapsed < expected + self.window {
+            return steps.fine;
+        }
+        steps.base
     }
 }
 
@@ -80,27 +109,74 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// The read times (ms after acceptance) until the operation, ending at `end_ms`, is seen
+    /// ended, each read taking `read_ms`.
+    fn reads_until(p: &PollPace, expected: Option<u64>, end_ms: u64, read_ms: u64) -> Vec<u64> {
+        let steps = p.steps(1, 1.0, 6.0);
+        let mut t = 0;
+        let mut reads = Vec::new();
+        loop {
+            t += p.next(ms(t), expected.map(ms), steps).as_millis() as u64;
+            reads.push(t);
+            t += read_ms;
+            if t - read_ms >= end_ms {
+                return reads;
+            }
+        }
+    }
+
     #[test]
-    fn reads_wait_for_the_expected_end_then_follow_the_base_interval() {
+    fn a_timed_operation_is_seen_ended_within_the_fine_interval() {
         let p = PollPace::default();
-        let step = p.step(1, 1.0, 6.0);
-        assert_eq!(step, ms(150));
-        // Unknown duration: read at the base interval from the start.
-        assert_eq!(p.next(ms(0), None, step), ms(150));
-        // 2 s operations: first read at 1.6 s, then every 150 ms.
-        assert_eq!(p.next(ms(0), Some(ms(2000)), step), ms(1600));
-        assert_eq!(p.next(ms(1600), Some(ms(2000)), step), ms(150));
-        assert_eq!(p.next(ms(2500), Some(ms(2000)), step), ms(150));
+        // 2 s operations: the first read 50 ms before the expected end, then every 50 ms.
+        assert_eq!(reads_until(&p, Some(2000), 2000, 10), [1950, 2010]);
+        // An operation a little longer than the shortest recent one: still seen in fine steps.
+        let r = reads_until(&p, Some(2000), 2230, 10);
+        assert_eq!(r.first(), Some(&1950));
+        assert!(r.last().unwrap() - 2230 <= 60, "{r:?}");
+        // Far past the window, back to the base interval.
+        let r = reads_until(&p, Some(2000), 4000, 10);
+        let gaps: Vec<u64> = r.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps.last(), Some(&160), "{r:?}");
+        assert!(r.len() < 25, "{} reads for a 4 s operation", r.len());
+    }
+
+    #[test]
+    fn an_untimed_operation_is_read_at_the_base_interval() {
+        let p = PollPace::default();
+        let r = reads_until(&p, None, 1000, 10);
+        assert_eq!(r[..3], [150, 310, 470]);
     }
 
     #[test]
     fn low_budget_slows_every_lb_evenly() {
         let p = PollPace::default();
-        // Room in the bucket: base pace whatever the number in flight.
-        assert_eq!(p.step(20, 0.9, 6.0), ms(150));
-        // Bucket below half: 3 reads/s shared by 6 LBs = one read per LB every 2 s.
-        assert_eq!(p.step(6, 0.2, 6.0), ms(2000));
-        assert_eq!(p.step(1, 0.2, 100.0), ms(150));
+        // Room in the bucket: configured pace whatever the number in flight.
+        assert_eq!(
+            p.steps(20, 0.9, 6.0),
+            Steps {
+                base: ms(150),
+                fine: ms(50)
+            }
+        );
+        // Bucket below half: 3 reads/s shared by 6 LBs = one read per LB every 2 s, fine
+        // window included.
+        assert_eq!(
+            p.steps(6, 0.2, 6.0),
+            Steps {
+                base: ms(2000),
+                fine: ms(2000)
+            }
+        );
+        // A large rate: the floor is the configured pace.
+        assert_eq!(
+            p.steps(1, 0.2, 100.0),
+            Steps {
+                base: ms(150),
+                fine: ms(50)
+            }
+        );
+        assert_eq!(p.steps(3, 0.2, 100.0).fine, ms(60));
     }
 
     #[test]

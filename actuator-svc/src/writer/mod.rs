@@ -19,7 +19,7 @@
 mod completion;
 mod outcome;
 
-pub use completion::{Durations, PollPace};
+pub use completion::{Durations, PollPace, Steps};
 
 use crate::arm::doc::Provisioning;
 use crate::arm::scan::{self, LbState};
@@ -82,6 +82,11 @@ impl WriterConfig {
     }
 }
 
+/// Documents up to this size are read whole while an operation is watched (a few ms to send
+/// and scan); larger ones (thousands of nodes) are scanned until the operation ends, so a
+/// 14 MB body is not buffered every few hundred milliseconds.
+const WHOLE_READ_MAX: usize = 2 << 20;
+
 enum WriteError {
     /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
     Stale,
@@ -135,6 +140,8 @@ pub struct Writer {
     in_flight: Arc<InFlight>,
     durations: Durations,
     base: Option<Base>,
+    /// Size of the LB's document at its last whole read.
+    body_len: usize,
     /// When this writer last wrote the LB (the base cache evicts the least recent).
     written_at: Option<Instant>,
 }
@@ -171,6 +178,7 @@ impl Writer {
             in_flight,
             durations: Durations::default(),
             base: None,
+            body_len: usize::MAX,
             written_at: None,
         }
     }
@@ -273,6 +281,7 @@ impl Writer {
             return Ok(());
         };
         let (body, room) = body.into_parts();
+        self.body_len = body.len();
         let decode = |message: String| ArmError::Decode {
             op: "get_lb",
             resource: self.lb.clone(),
@@ -562,12 +571,15 @@ impl Writer {
         let expected = ours.as_ref().and_then(|_| self.durations.expected());
         loop {
             let (fill, rate) = self.arm.read_headroom();
-            let step = self.cfg.pace.step(self.in_flight.now(), fill, rate);
-            self.metrics.completion_poll_interval(step.as_secs_f64());
-            tokio::time::sleep(self.cfg.pace.next(since.elapsed(), expected, step)).await;
-            // Keep the read whole only when it is the base of the next (coalesced) write;
-            // otherwise only scan it for the end of the operation.
-            let read = if self.store.unwritten_on(&self.lb) > 0 {
+            let steps = self.cfg.pace.steps(self.in_flight.now(), fill, rate);
+            let wait = self.cfg.pace.next(since.elapsed(), expected, steps);
+            self.metrics
+                .completion_poll_interval(steps.base.as_secs_f64());
+            tokio::time::sleep(wait).await;
+            // Read whole when the read is the base of the next (coalesced) write, or when the
+            // document is small: the read that sees the end then also says which entries are
+            // effective, one round trip sooner. A large one is only scanned until it ends.
+            let read = if self.store.unwritten_on(&self.lb) > 0 || self.body_len <= WHOLE_READ_MAX {
                 self.read().await
             } else {
                 self.probe().await

@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use cutover_proto::v1::*;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tonic::Streaming;
 
@@ -217,4 +218,74 @@ async fn completion_is_seen_at_once_with_retry_after_10() {
         .filter(|r| r.path.contains("operations"))
         .count();
     assert_eq!(polls, 0);
+}
+
+/// Three writes in a row on each LB, each node arriving while the previous write's 2 s
+/// operation runs (Retry-After 10): every write after the first reaches ARM within 0.25 s of
+/// the previous operation's end, once from the base pace (no duration known yet) and once
+/// from the fine window around the learned end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_coalesced_write_follows_the_previous_operation_end_at_once() {
+    let (sim, cluster) = start_sim("aks").await;
+    let mut tuning = fast_tuning();
+    tuning.completion_delay_ms = 2000;
+    tuning.retry_after_secs = 10;
+    sim.set_tuning(tuning);
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    let (tx, mut rx) = open_stream(&mut a, 1).await;
+    for (seq, node) in (1..=3).zip(&cluster.nodes[1..4]) {
+        if seq == 3 {
+            // Node 2's write goes out when node 1's operation ends: node 3 arrives during it.
+            effective(&mut rx, 1).await;
+        }
+        tx.send(msg(signal_message::Kind::Delta(desired(
+            node,
+            AdminState::Down,
+            1,
+            seq,
+        ))))
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    effective(&mut rx, 3).await;
+    let mut ends: BTreeMap<(String, String), jiff::Timestamp> = BTreeMap::new();
+    for e in sim.effective_log() {
+        ends.insert((e.lb.to_ascii_lowercase(), e.op_id), e.time);
+    }
+    let puts: Vec<(String, jiff::Timestamp)> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT" && r.status < 300)
+        .filter_map(|r| {
+            let lower = r.path.to_ascii_lowercase();
+            let lb = lower
+                .split("/loadbalancers/")
+                .nth(1)?
+                .split(['/', '?'])
+                .next()?;
+            Some((lb.to_string(), r.time))
+        })
+        .collect();
+    let mut followed = 0;
+    for (lb, put) in &puts {
+        let before = ends
+            .iter()
+            .filter(|((l, _), t)| l == lb && *t < put)
+            .map(|(_, t)| *t)
+            .max();
+        if let Some(end) = before {
+            let gap = put.duration_since(end).as_secs_f64();
+            assert!(
+                gap <= 0.25,
+                "PUT on {lb} {gap:.3} s after the previous operation ended"
+            );
+            followed += 1;
+        }
+    }
+    // Every LB the nodes are on saw at least three writes (one per changed pool per round),
+    // and every write but each LB's first followed an operation's end.
+    let lbs: BTreeSet<&String> = puts.iter().map(|(lb, _)| lb).collect();
+    assert!(puts.len() >= 3 * lbs.len(), "{puts:?}");
+    assert_eq!(followed, puts.len() - lbs.len(), "{puts:?}");
 }
