@@ -64,20 +64,39 @@ impl PollPace {
         }
     }
 
-    /// The wait before the next read, `elapsed` after the PUT was accepted, with the
-    /// operation `expected` to take that long (unknown for a foreign operation or a new LB).
-    pub fn next(&self, elapsed: Duration, expected: Option<Duration>, steps: Steps) -> Duration {
+    /// When to send the next read, as time since the PUT was accepted: `last` is when the
+    /// previous read was sent (none yet: `None`), and the operation is `expected` to take that
+    /// long (unknown for a foreign operation or a new LB). Intervals run send to send, so a
+    /// slow read does not stretch the cadence (a read slower than the interval is followed
+    /// by the next at once).
+    pub fn next_send(
+        &self,
+        last: Option<Duration>,
+        expected: Option<Duration>,
+        steps: Steps,
+    ) -> Duration {
         let Some(expected) = expected else {
-            return steps.base;
+            return last.unwrap_or_default() + steps.base;
         };
         let first = expected.saturating_sub(steps.fine);
-        if elapsed < first {
-            return first - elapsed;
+        match last {
+            Some(last) if last + steps.fine >= first => {
+                if last < expected + self.window {
+                    last + steps.fine
+                } else {
+                    last + steps.base
+                }
+            }
+            _ => first,
         }
-        if elapsed < expected + self.window {
-            return steps.fine;
-        }
-        steps.base
+    }
+
+    /// What to learn from an operation that was seen ended: the time (since acceptance) of
+    /// the last read that still said `Updating` is a lower bound of its duration, so the next
+    /// operation's fine window opens before its end. With no such read (the first read
+    /// already saw the end) the true duration is unknown but shorter: step back by `base`.
+    pub fn learned(&self, last_updating: Option<Duration>, ended_seen: Duration) -> Duration {
+        last_updating.unwrap_or_else(|| ended_seen.saturating_sub(self.base))
     }
 }
 
@@ -109,19 +128,30 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// The read times (ms after acceptance) until the operation, ending at `end_ms`, is seen
-    /// ended, each read taking `read_ms`.
-    fn reads_until(p: &PollPace, expected: Option<u64>, end_ms: u64, read_ms: u64) -> Vec<u64> {
+    /// The send times (ms after acceptance) of the reads until the operation, ending at
+    /// `end_ms`, is seen ended, each read taking `read_ms`; and what was learned.
+    fn reads_until(
+        p: &PollPace,
+        expected: Option<u64>,
+        end_ms: u64,
+        read_ms: u64,
+    ) -> (Vec<u64>, u64) {
         let steps = p.steps(1, 1.0, 6.0);
-        let mut t = 0;
+        let (mut now, mut last, mut updating) = (0u64, None, None);
         let mut reads = Vec::new();
         loop {
-            t += p.next(ms(t), expected.map(ms), steps).as_millis() as u64;
-            reads.push(t);
-            t += read_ms;
-            if t - read_ms >= end_ms {
-                return reads;
+            let at = p
+                .next_send(last.map(ms), expected.map(ms), steps)
+                .as_millis() as u64;
+            let sent = at.max(now);
+            reads.push(sent);
+            now = sent + read_ms;
+            last = Some(sent);
+            if sent >= end_ms {
+                let learned = p.learned(updating.map(ms), ms(sent));
+                return (reads, learned.as_millis() as u64);
             }
+            updating = Some(sent);
         }
     }
 
@@ -129,23 +159,43 @@ mod tests {
     fn a_timed_operation_is_seen_ended_within_the_fine_interval() {
         let p = PollPace::default();
         // 2 s operations: the first read 50 ms before the expected end, then every 50 ms.
-        assert_eq!(reads_until(&p, Some(2000), 2000, 10), [1950, 2010]);
+        assert_eq!(reads_until(&p, Some(2000), 2000, 10).0, [1950, 2000]);
         // An operation a little longer than the shortest recent one: still seen in fine steps.
-        let r = reads_until(&p, Some(2000), 2230, 10);
+        let (r, _) = reads_until(&p, Some(2000), 2230, 10);
         assert_eq!(r.first(), Some(&1950));
-        assert!(r.last().unwrap() - 2230 <= 60, "{r:?}");
+        assert!(r.last().unwrap() - 2230 <= 50, "{r:?}");
+        // Reads slower than the fine interval follow each other at once.
+        let (r, _) = reads_until(&p, Some(2000), 2230, 80);
+        assert_eq!(r[..3], [1950, 2030, 2110]);
         // Far past the window, back to the base interval.
-        let r = reads_until(&p, Some(2000), 4000, 10);
+        let (r, _) = reads_until(&p, Some(2000), 4000, 10);
         let gaps: Vec<u64> = r.windows(2).map(|w| w[1] - w[0]).collect();
-        assert_eq!(gaps.last(), Some(&160), "{r:?}");
+        assert_eq!(gaps.last(), Some(&150), "{r:?}");
         assert!(r.len() < 25, "{} reads for a 4 s operation", r.len());
     }
 
     #[test]
     fn an_untimed_operation_is_read_at_the_base_interval() {
         let p = PollPace::default();
-        let r = reads_until(&p, None, 1000, 10);
-        assert_eq!(r[..3], [150, 310, 470]);
+        let (r, _) = reads_until(&p, None, 1000, 10);
+        assert_eq!(r[..3], [150, 300, 450]);
+    }
+
+    #[test]
+    fn the_learned_duration_never_runs_past_the_end() {
+        let p = PollPace::default();
+        // Learned from the base pace: the last read that said Updating.
+        let (_, learned) = reads_until(&p, None, 2000, 60);
+        assert!((1850..2000).contains(&learned), "{learned}");
+        // The fine window then sees the next one end within a fine step.
+        let (r, learned2) = reads_until(&p, Some(learned), 2000, 60);
+        assert!(*r.last().unwrap() <= 2000 + 60, "{r:?}");
+        assert!(learned2 < 2000, "{learned2}");
+        // Operations that got faster: the first read already sees the end, and the next
+        // window opens earlier.
+        let (r, learned3) = reads_until(&p, Some(2000), 1500, 10);
+        assert_eq!(r, [1950]);
+        assert_eq!(learned3, 1800);
     }
 
     #[test]

@@ -569,13 +569,18 @@ impl Writer {
         let deadline = since + self.cfg.op_deadline;
         let mut errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
         let expected = ours.as_ref().and_then(|_| self.durations.expected());
+        // Send times (since `since`) of the previous read and of the last one that still said
+        // `Updating`.
+        let (mut last_sent, mut last_updating) = (None, None);
         loop {
             let (fill, rate) = self.arm.read_headroom();
             let steps = self.cfg.pace.steps(self.in_flight.now(), fill, rate);
-            let wait = self.cfg.pace.next(since.elapsed(), expected, steps);
             self.metrics
                 .completion_poll_interval(steps.base.as_secs_f64());
-            tokio::time::sleep(wait).await;
+            let at = self.cfg.pace.next_send(last_sent, expected, steps);
+            tokio::time::sleep_until(since + at).await;
+            let sent = since.elapsed();
+            last_sent = Some(sent);
             // Read whole when the read is the base of the next (coalesced) write, or when the
             // document is small: the read that sees the end then also says which entries are
             // effective, one round trip sooner. A large one is only scanned until it ends.
@@ -594,12 +599,13 @@ impl Writer {
             }
             let state = self.base.as_ref().map(|b| b.provisioning);
             match state {
-                Some(Provisioning::Updating) => {}
+                Some(Provisioning::Updating) => last_updating = Some(sent),
                 // Ended (or the LB is gone): the read is the base of what comes next.
                 Some(Provisioning::Succeeded) | None => {
                     if ours.is_some() {
-                        self.durations.record(since.elapsed());
-                        self.metrics.operation_took(since.elapsed().as_secs_f64());
+                        self.durations
+                            .record(self.cfg.pace.learned(last_updating, sent));
+                        self.metrics.operation_took(sent.as_secs_f64());
                     }
                     return Ok(());
                 }

@@ -163,7 +163,10 @@ pub const REQUEST_LOG_CAP: usize = 100_000;
 /// One request as the simulator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// When the answer was ready (after the configured latency and the handling).
     pub time: jiff::Timestamp,
+    /// When the request's head arrived.
+    pub received: jiff::Timestamp,
     pub method: String,
     pub path: String,
     pub principal: Option<String>,

@@ -161,12 +161,11 @@ pub async fn play(
                 if let Some(lb) = r.path.split("/loadBalancers/").nth(1) {
                     let lb = lb.split(['/', '?']).next().unwrap_or_default();
                     *puts.entry(lb.to_string()).or_default() += 1;
-                    // The log records the answer; the PUT arrived `put_ms` earlier.
                     if r.status < 300 {
                         put_starts
                             .entry(lb.to_string())
                             .or_default()
-                            .push(ms(r.time.duration_since(t0)) - put_ms);
+                            .push(ms(r.received.duration_since(t0)));
                     }
                 }
             }

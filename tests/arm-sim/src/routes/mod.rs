@@ -96,6 +96,7 @@ pub(crate) async fn handle(
     shared: Arc<Shared>,
     req: http::Request<Incoming>,
 ) -> Result<Resp, Dropped> {
+    let received = jiff::Timestamp::now();
     let (parts, body) = req.into_parts();
     let body = match body.collect().await {
         Ok(c) => c.to_bytes(),
@@ -117,6 +118,7 @@ pub(crate) async fn handle(
     }
     st.requests.push(RequestRecord {
         time: jiff::Timestamp::now(),
+        received,
         method: parts.method.to_string(),
         path: parts
             .uri

@@ -78,7 +78,7 @@ async fn cell(
     ra: u64,
     r: usize,
 ) -> anyhow::Result<Cell> {
-    let opts = options(cli.nodes, r, ra, dir.join(format!("w{wave_n}-ra{ra}-r{r}")));
+    let opts = options(cli.nodes, r, ra, opts_dir(dir, wave_n, ra, r));
     let (put, op) = (
         opts.arm_tuning.latency_ms.put as f64,
         opts.arm_tuning.completion_delay_ms as f64,
@@ -89,6 +89,7 @@ async fn cell(
     let timeout = Duration::from_secs(180);
     let down = wave::play(&mut sb, &nodes, State::Down, spread, put, op, timeout).await?;
     let up = wave::play(&mut sb, &nodes, State::None, spread, put, op, timeout).await?;
+    write_arm_log(&sb, &opts_dir(dir, wave_n, ra, r))?;
     sb.stack.stop().await;
     Ok(Cell {
         wave: wave_n,
@@ -97,6 +98,38 @@ async fn cell(
         down,
         up,
     })
+}
+
+fn opts_dir(dir: &std::path::Path, wave_n: usize, ra: u64, r: usize) -> PathBuf {
+    dir.join(format!("w{wave_n}-ra{ra}-r{r}"))
+}
+
+/// ARM's side of a cell, for reading where the time went: every request (arrival, method,
+/// status, time to answer, path) and every operation's end, one per line, by time.
+fn write_arm_log(sb: &Sandbox, dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut lines: Vec<(jiff::Timestamp, String)> = Vec::new();
+    for r in sb.stack.arm.requests() {
+        let took = r.time.duration_since(r.received).as_secs_f64() * 1000.0;
+        let line = format!(
+            "{} {} {} {took:.0}ms {}",
+            r.received, r.method, r.status, r.path
+        );
+        lines.push((r.received, line));
+    }
+    let mut ends: std::collections::BTreeMap<(String, String), jiff::Timestamp> =
+        Default::default();
+    for e in sb.stack.arm.effective_log() {
+        let end = ends.entry((e.lb, e.op_id)).or_insert(e.time);
+        *end = (*end).max(e.time);
+    }
+    for ((lb, op), at) in ends {
+        lines.push((at, format!("{at} END {lb} {op}")));
+    }
+    lines.sort();
+    let text: String = lines.into_iter().map(|(_, l)| l + "\n").collect();
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("arm.log"), text)?;
+    Ok(())
 }
 
 /// Three replicas, Retry-After 10: one replica frozen 0.5 s into a wave, woken after the
