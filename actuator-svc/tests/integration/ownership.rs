@@ -180,13 +180,19 @@ async fn a_lapsed_or_stale_assignment_writes_nothing() {
     assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn completion_is_seen_at_once_with_retry_after_10() {
+/// The simulator with NRP's cadence: 2 s operations, polls answered with `Retry-After: 10`.
+async fn sim_at_nrp_cadence() -> (arm_sim::ArmSim, aks_fixture::Cluster) {
     let (sim, cluster) = start_sim("aks").await;
     let mut tuning = fast_tuning();
     tuning.completion_delay_ms = 2000;
     tuning.retry_after_secs = 10;
     sim.set_tuning(tuning);
+    (sim, cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_is_seen_at_once_with_retry_after_10() {
+    let (sim, cluster) = sim_at_nrp_cadence().await;
     let mut a = start_actuator(&sim, &cluster, &["--poll-interval", "150ms"]).await;
     let (tx, mut rx) = open_stream(&mut a, 1).await;
     let node = &cluster.nodes[1];
@@ -226,11 +232,7 @@ async fn completion_is_seen_at_once_with_retry_after_10() {
 /// from the fine window around the learned end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_coalesced_write_follows_the_previous_operation_end_at_once() {
-    let (sim, cluster) = start_sim("aks").await;
-    let mut tuning = fast_tuning();
-    tuning.completion_delay_ms = 2000;
-    tuning.retry_after_secs = 10;
-    sim.set_tuning(tuning);
+    let (sim, cluster) = sim_at_nrp_cadence().await;
     let mut a = start_actuator(&sim, &cluster, &[]).await;
     let (tx, mut rx) = open_stream(&mut a, 1).await;
     for (seq, node) in (1..=3).zip(&cluster.nodes[1..4]) {
