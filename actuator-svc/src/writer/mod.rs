@@ -1,14 +1,15 @@
 //! One writer task per load balancer: the only code of this replica that writes that LB, and
 //! it writes only while the replica owns the LB (`ownership`) or for tool requests.
 //!
-//! A round, as a list of steps:
-//! 1. **read**: GET the LB unless the last read is still a usable base (`base`);
-//! 2. **wait**: if an operation runs on it (ours, another replica's, cloud-provider-azure's),
-//!    read its `provisioningState` until it ends (`completion`), then go on from that read;
+//! A round, as a list of steps (this file runs them; each job has its own file):
+//! 1. **read** (`base`): GET the LB unless the last read is still a usable base;
+//! 2. **wait** (`track`): if an operation runs on it (ours, another replica's,
+//!    cloud-provider-azure's), read it until the operation ends (`completion` paces the
+//!    reads), then go on from that read;
 //! 3. **plan** (`plan.rs`, pure) the *current* asserted set against the read: everything that
 //!    arrived while the last write was in flight coalesces into this one write;
 //! 4. **report** what needs no write (`outcome`);
-//! 5. **write**: one PUT with `If-Match` built from the read (`arm::doc`), report ACCEPTED;
+//! 5. **write** (`execute`): one PUT with `If-Match` spliced from the read, report ACCEPTED;
 //! 6. **track**: read the LB until the operation ends; that read is the base of step 3 again,
 //!    so the next write goes out the moment the previous one ended.
 //!
@@ -16,24 +17,26 @@
 //! edited, so other writers' changes are never undone. Retryable errors back off with jitter;
 //! the self-heal tick re-reads and repairs drift.
 
+mod base;
 mod completion;
+mod execute;
 mod outcome;
+mod track;
 
 pub use completion::{Durations, PollPace, Steps};
+pub use track::InFlight;
+
+use base::Base;
+use execute::WriteError;
 
 use crate::arm::doc::Provisioning;
-use crate::arm::scan::{self, LbState};
-use crate::arm::splice;
-use crate::arm::{ArmClient, ArmError, PutAccepted, retry::Backoff};
-use crate::cache::{BaseCache, DEFAULT_BASE_BUDGET, KeptBase, SharedCache};
+use crate::arm::{ArmClient, ArmError, retry::Backoff};
+use crate::cache::{BaseCache, DEFAULT_BASE_BUDGET, SharedCache};
 use crate::guard::Guard;
-use crate::index::LbIndex;
 use crate::metrics::Metrics;
 use crate::plan::{self, LbPlan, Target};
 use crate::state::{Store, TargetView};
-use bytes::Bytes;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -79,52 +82,6 @@ impl WriterConfig {
             bases: Arc::new(BaseCache::new(DEFAULT_BASE_BUDGET)),
             guard: Guard::default(),
         }
-    }
-}
-
-/// Documents up to this size are read whole while an operation is watched (a few ms to send
-/// and scan); larger ones (thousands of nodes) are scanned until the operation ends, so a
-/// 14 MB body is not buffered every few hundred milliseconds.
-const WHOLE_READ_MAX: usize = 2 << 20;
-
-enum WriteError {
-    /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
-    Stale,
-    /// Another operation holds the LB's lock: re-read, which waits for it to end.
-    Busy,
-    Arm(ArmError),
-}
-
-/// The last read of the LB, the base of the next write.
-struct Base {
-    /// Empty when the read was only scanned (an operation was still running).
-    body: Bytes,
-    /// Room in the ARM client's body budget, given back when the base is dropped or kept.
-    _room: Option<tokio::sync::OwnedSemaphorePermit>,
-    etag: Option<String>,
-    provisioning: Provisioning,
-    read_at: Instant,
-}
-
-/// Counts the LBs with an operation being watched (reads slow down evenly when many are).
-#[derive(Debug, Default)]
-pub struct InFlight(AtomicUsize);
-
-struct InFlightGuard<'a>(&'a InFlight);
-
-impl InFlight {
-    fn enter(&self) -> (usize, InFlightGuard<'_>) {
-        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
-        (n, InFlightGuard(self))
-    }
-    fn now(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for InFlightGuard<'_> {
-    fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -224,116 +181,6 @@ impl Writer {
         }
         .instrument(span)
         .await
-    }
-
-    /// Between rounds the base goes to the shared base cache, which keeps it while the LB is
-    /// owned and the budget has room; a base of an LB another replica owns goes stale with
-    /// that replica's writes (a takeover reads first), and a base read mid-operation is no
-    /// base at all.
-    fn release_base(&mut self) {
-        let base = self.base.take();
-        // A base kept while this replica owned the LB (or before its first assignment) goes
-        // stale with the new owner's writes: a later takeover must read first.
-        if !self.store.owns(&self.lb) {
-            self.cfg.bases.forget(&self.lb);
-            return;
-        }
-        let Some(base) = base else {
-            return;
-        };
-        if base.provisioning != Provisioning::Succeeded || base.body.is_empty() {
-            self.cfg.bases.forget(&self.lb);
-            return;
-        }
-        self.cfg.bases.keep(
-            &self.lb,
-            KeptBase {
-                body: base.body,
-                etag: base.etag,
-                read_at: base.read_at,
-                written_at: self.written_at.unwrap_or(base.read_at),
-            },
-        );
-    }
-
-    /// The base kept between rounds, if any.
-    fn restore_base(&mut self) {
-        if self.base.is_none() {
-            self.base = self.cfg.bases.take(&self.lb).map(|k| Base {
-                body: k.body,
-                _room: None,
-                etag: k.etag,
-                provisioning: Provisioning::Succeeded,
-                read_at: k.read_at,
-            });
-        }
-    }
-
-    /// GETs the LB whole. A document whose operation still runs is only scanned (its
-    /// entries state a goal, not a fact, and it is no base); else it updates the shared
-    /// index and becomes the next base.
-    async fn read(&mut self) -> Result<(), ArmError> {
-        let fetched = Instant::now();
-        // Give the old base's room back first: two reads of one LB never wait on each other.
-        self.base = None;
-        let Some(body) = self.arm.get_lb_body(&self.lb).await? else {
-            self.cache.put(&self.lb, None, fetched);
-            return Ok(());
-        };
-        let (body, room) = body.into_parts();
-        self.body_len = body.len();
-        let decode = |message: String| ArmError::Decode {
-            op: "get_lb",
-            resource: self.lb.clone(),
-            message,
-        };
-        let mut state = LbState::default();
-        scan::scan(&body, &mut state).map_err(|e| decode(e.to_string()))?;
-        let provisioning = Provisioning::parse(state.provisioning_state.as_deref());
-        if provisioning == Provisioning::Updating && self.cache.lb(&self.lb).is_some() {
-            self.base = Some(Base {
-                body: Bytes::new(),
-                _room: None,
-                etag: state.etag,
-                provisioning,
-                read_at: fetched,
-            });
-            return Ok(());
-        }
-        let index = LbIndex::read(&self.lb, &self.arm.lb_id(&self.lb), &body)
-            .map_err(|e| decode(e.to_string()))?;
-        self.metrics.unprobed(&self.lb, index.unprobed_len());
-        self.cache.put(&self.lb, Some(index), fetched);
-        self.base = Some(Base {
-            body,
-            _room: room,
-            etag: state.etag,
-            provisioning,
-            read_at: fetched,
-        });
-        Ok(())
-    }
-
-    /// Reads only the LB's `provisioningState` (the body streams through a scanner); when
-    /// the operation ended, reads the LB whole.
-    async fn probe(&mut self) -> Result<(), ArmError> {
-        let fetched = Instant::now();
-        match self.arm.get_lb_state(&self.lb).await? {
-            Some(state)
-                if Provisioning::parse(state.provisioning_state.as_deref())
-                    == Provisioning::Updating =>
-            {
-                self.base = Some(Base {
-                    body: Bytes::new(),
-                    _room: None,
-                    etag: state.etag,
-                    provisioning: Provisioning::Updating,
-                    read_at: fetched,
-                });
-                Ok(())
-            }
-            _ => self.read().await,
-        }
     }
 
     fn plan(&self, targets: &[TargetView]) -> LbPlan {
@@ -491,182 +338,5 @@ impl Writer {
                 must_read = true;
             }
         }
-    }
-
-    async fn write_whole(
-        &mut self,
-        plan: &LbPlan,
-        changed: &[(&plan::TargetPlan, &TargetView)],
-    ) -> Result<(), WriteError> {
-        let Some(base) = self.base.take() else {
-            return Err(WriteError::Stale);
-        };
-        // The body is the read's bytes with the edits spliced in: no second copy.
-        let body = splice::whole_lb(&base.body, &plan.changes).map_err(|e| {
-            WriteError::Arm(ArmError::Decode {
-                op: "put_lb",
-                resource: self.lb.clone(),
-                message: e.to_string(),
-            })
-        })?;
-        self.written_at = Some(Instant::now());
-        let put = self.arm.put_lb(&self.lb, body, base.etag.as_deref()).await;
-        drop(base);
-        let acc = classify(put)?;
-        outcome::report_accepted(&self.store, &self.lb, changed);
-        self.track(Instant::now(), Some(acc)).await
-    }
-
-    async fn write_pools(
-        &mut self,
-        plan: &LbPlan,
-        changed: &[(&plan::TargetPlan, &TargetView)],
-    ) -> Result<(), WriteError> {
-        let total = plan.changes.len();
-        for (i, (pool, changes)) in plan.changes.iter().enumerate() {
-            let Some(base) = self.base.take() else {
-                return Err(WriteError::Stale);
-            };
-            if base.provisioning == Provisioning::Updating {
-                return Err(WriteError::Busy);
-            }
-            let cut = splice::one_pool(&base.body, pool, changes).map_err(|e| {
-                WriteError::Arm(ArmError::Decode {
-                    op: "put_pool",
-                    resource: format!("{}/{pool}", self.lb),
-                    message: e.to_string(),
-                })
-            })?;
-            let Some(body) = cut else {
-                return Err(WriteError::Stale);
-            };
-            if body.count == 0 {
-                self.base = Some(base);
-                continue;
-            }
-            self.written_at = Some(Instant::now());
-            let put = self
-                .arm
-                .put_pool(&self.lb, pool, body, base.etag.as_deref())
-                .await;
-            drop(base);
-            let acc = classify(put)?;
-            if i + 1 == total {
-                outcome::report_accepted(&self.store, &self.lb, changed);
-            }
-            // The fresh read is the base (and etag) of the next pool's write.
-            self.track(Instant::now(), Some(acc)).await?;
-        }
-        Ok(())
-    }
-
-    /// Reads the LB until the operation running on it ends (`Succeeded` or `Failed`); the
-    /// last read stays as the base. `ours`: the PUT we are tracking (its duration is learned,
-    /// its operation URL read once for details if it failed).
-    async fn track(&mut self, since: Instant, ours: Option<PutAccepted>) -> Result<(), WriteError> {
-        let in_flight = self.in_flight.clone();
-        let (_, _guard) = in_flight.enter();
-        let deadline = since + self.cfg.op_deadline;
-        let mut errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
-        let expected = ours.as_ref().and_then(|_| self.durations.expected());
-        // Send times (since `since`) of the previous read and of the last one that still said
-        // `Updating`.
-        let (mut last_sent, mut last_updating) = (None, None);
-        loop {
-            let (fill, rate) = self.arm.read_headroom();
-            let steps = self.cfg.pace.steps(self.in_flight.now(), fill, rate);
-            self.metrics
-                .completion_poll_interval(steps.base.as_secs_f64());
-            let at = self.cfg.pace.next_send(last_sent, expected, steps);
-            tokio::time::sleep_until(since + at).await;
-            let sent = since.elapsed();
-            last_sent = Some(sent);
-            // Read whole when the read is the base of the next (coalesced) write, or when the
-            // document is small: the read that sees the end then also says which entries are
-            // effective, one round trip sooner. A large one is only scanned until it ends.
-            let read = if self.store.unwritten_on(&self.lb) > 0 || self.body_len <= WHOLE_READ_MAX {
-                self.read().await
-            } else {
-                self.probe().await
-            };
-            match read {
-                Ok(()) => {}
-                Err(e) if e.retryable() => {
-                    tokio::time::sleep(retry_wait(&e, &mut errors)).await;
-                    continue;
-                }
-                Err(e) => return Err(WriteError::Arm(e)),
-            }
-            let state = self.base.as_ref().map(|b| b.provisioning);
-            match state {
-                Some(Provisioning::Updating) => last_updating = Some(sent),
-                // Ended (or the LB is gone): the read is the base of what comes next.
-                Some(Provisioning::Succeeded) | None => {
-                    if ours.is_some() {
-                        self.durations
-                            .record(self.cfg.pace.learned(last_updating, sent));
-                        self.metrics.operation_took(sent.as_secs_f64());
-                    }
-                    return Ok(());
-                }
-                Some(Provisioning::Failed) => {
-                    return Err(WriteError::Arm(self.failure(since, ours.as_ref()).await));
-                }
-            }
-            if Instant::now() > deadline {
-                return Err(WriteError::Arm(ArmError::Timeout {
-                    op: "track_operation",
-                    resource: self.lb.clone(),
-                    timeout: self.cfg.op_deadline,
-                }));
-            }
-        }
-    }
-
-    /// The error of a failed operation: from its operation URL when ARM's `Retry-After`
-    /// allows reading it by now, else what the LB says.
-    async fn failure(&self, since: Instant, ours: Option<&PutAccepted>) -> ArmError {
-        let generic = ArmError::Operation {
-            resource: self.lb.clone(),
-            status: "Failed".into(),
-            code: String::new(),
-            message: "the load balancer reads provisioningState Failed after the write".into(),
-            details: Vec::new(),
-        };
-        let Some(acc) = ours else {
-            return generic;
-        };
-        let Some(url) = &acc.operation else {
-            return generic;
-        };
-        if since.elapsed() < acc.retry_after.unwrap_or_default() {
-            return generic;
-        }
-        match self.arm.poll(url).await {
-            Ok(crate::arm::OpStatus::Ended {
-                status,
-                code,
-                message,
-                details,
-            }) => ArmError::Operation {
-                resource: self.lb.clone(),
-                status,
-                code,
-                message,
-                details,
-            },
-            _ => generic,
-        }
-    }
-}
-
-/// Maps a PUT's answer to what the round does next.
-#[allow(clippy::result_large_err)] // built once per failed call, like ArmError itself
-fn classify(put: Result<PutAccepted, ArmError>) -> Result<PutAccepted, WriteError> {
-    match put {
-        Ok(a) => Ok(a),
-        Err(e) if e.is_precondition_failed() => Err(WriteError::Stale),
-        Err(e) if e.is_lock_conflict() => Err(WriteError::Busy),
-        Err(e) => Err(WriteError::Arm(e)),
     }
 }

@@ -1,0 +1,98 @@
+//! The writer's write side: one PUT of the whole LB or one per changed pool, each body
+//! spliced from the base's bytes, each followed by tracking its operation to the end.
+
+use super::{Writer, outcome};
+use crate::arm::doc::Provisioning;
+use crate::arm::splice;
+use crate::arm::{ArmError, PutAccepted};
+use crate::plan::{self, LbPlan};
+use crate::state::TargetView;
+use tokio::time::Instant;
+
+pub(super) enum WriteError {
+    /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
+    Stale,
+    /// Another operation holds the LB's lock: re-read, which waits for it to end.
+    Busy,
+    Arm(ArmError),
+}
+
+impl Writer {
+    pub(super) async fn write_whole(
+        &mut self,
+        plan: &LbPlan,
+        changed: &[(&plan::TargetPlan, &TargetView)],
+    ) -> Result<(), WriteError> {
+        let Some(base) = self.base.take() else {
+            return Err(WriteError::Stale);
+        };
+        // The body is the read's bytes with the edits spliced in: no second copy.
+        let body = splice::whole_lb(&base.body, &plan.changes).map_err(|e| {
+            WriteError::Arm(ArmError::Decode {
+                op: "put_lb",
+                resource: self.lb.clone(),
+                message: e.to_string(),
+            })
+        })?;
+        self.written_at = Some(Instant::now());
+        let put = self.arm.put_lb(&self.lb, body, base.etag.as_deref()).await;
+        drop(base);
+        let acc = classify(put)?;
+        outcome::report_accepted(&self.store, &self.lb, changed);
+        self.track(Instant::now(), Some(acc)).await
+    }
+
+    pub(super) async fn write_pools(
+        &mut self,
+        plan: &LbPlan,
+        changed: &[(&plan::TargetPlan, &TargetView)],
+    ) -> Result<(), WriteError> {
+        let total = plan.changes.len();
+        for (i, (pool, changes)) in plan.changes.iter().enumerate() {
+            let Some(base) = self.base.take() else {
+                return Err(WriteError::Stale);
+            };
+            if base.provisioning == Provisioning::Updating {
+                return Err(WriteError::Busy);
+            }
+            let cut = splice::one_pool(&base.body, pool, changes).map_err(|e| {
+                WriteError::Arm(ArmError::Decode {
+                    op: "put_pool",
+                    resource: format!("{}/{pool}", self.lb),
+                    message: e.to_string(),
+                })
+            })?;
+            let Some(body) = cut else {
+                return Err(WriteError::Stale);
+            };
+            if body.count == 0 {
+                self.base = Some(base);
+                continue;
+            }
+            self.written_at = Some(Instant::now());
+            let put = self
+                .arm
+                .put_pool(&self.lb, pool, body, base.etag.as_deref())
+                .await;
+            drop(base);
+            let acc = classify(put)?;
+            if i + 1 == total {
+                outcome::report_accepted(&self.store, &self.lb, changed);
+            }
+            // The fresh read is the base (and etag) of the next pool's write.
+            self.track(Instant::now(), Some(acc)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Maps a PUT's answer to what the round does next.
+#[allow(clippy::result_large_err)] // built once per failed call, like ArmError itself
+fn classify(put: Result<PutAccepted, ArmError>) -> Result<PutAccepted, WriteError> {
+    match put {
+        Ok(a) => Ok(a),
+        Err(e) if e.is_precondition_failed() => Err(WriteError::Stale),
+        Err(e) if e.is_lock_conflict() => Err(WriteError::Busy),
+        Err(e) => Err(WriteError::Arm(e)),
+    }
+}
