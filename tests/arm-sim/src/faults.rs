@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-/// Per-kind artificial latency in milliseconds, applied before a request is handled.
+/// Per-kind time to answer in milliseconds, from the request's arrival (the simulator's own
+/// handling runs within it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Latencies {

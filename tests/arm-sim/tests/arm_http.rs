@@ -970,3 +970,36 @@ async fn every_api_version_since_2022_serves_the_same_shapes_and_others_are_refu
         );
     }
 }
+
+/// The configured latency is the time to answer (the simulator's own handling of a large
+/// document runs inside it, not on top), and an operation runs its full completion delay
+/// after the PUT is answered.
+#[tokio::test]
+async fn latency_is_the_time_to_answer_and_operations_run_from_the_answer() {
+    let sim = start("aks-ip").await;
+    let mut tuning = sim.tuning();
+    tuning.latency_ms.put = 200;
+    tuning.latency_ms.get = 100;
+    tuning.completion_delay_ms = 300;
+    sim.set_tuning(tuning);
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let lb = lb_path(&sim, "kubernetes");
+    let path = pool_path(&sim, "kubernetes", "kubernetes");
+    let sent = std::time::Instant::now();
+    let got = raw.get(&lb, &tok).await;
+    let took = sent.elapsed().as_millis();
+    assert_eq!(got.status, 200);
+    assert!((100..180).contains(&took), "GET answered in {took} ms");
+    let body = with_first_admin_state(raw.get(&path, &tok).await.body, "Down");
+    let sent = std::time::Instant::now();
+    let put = raw.put(&path, &tok, &body, None).await;
+    let answered = jiff::Timestamp::now();
+    let took = sent.elapsed().as_millis();
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    assert!((200..280).contains(&took), "PUT answered in {took} ms");
+    let op_id = op_id_of(put.header("azure-asyncoperation").unwrap());
+    let end = wait_for(|| async { sim.operation_record(&op_id).unwrap().end_time }).await;
+    let ran = end.duration_since(answered).as_millis();
+    assert!((290..400).contains(&ran), "operation ended {ran} ms after the answer");
+}

@@ -4,7 +4,7 @@
 use super::path::{ArmPath, PathError};
 use super::reads::{get_lb, get_pool, list_nics, list_pools, op_result, op_status};
 use super::writes::{delete_pool, put_lb, put_pool};
-use super::{Outcome, Resp, arm_error, delay, query_param, set_header};
+use super::{Outcome, Resp, arm_error, query_param, set_header};
 use crate::Shared;
 use crate::errors::ArmError;
 use crate::faults::{Injected, Kind};
@@ -32,12 +32,41 @@ fn latency_kind(method: &Method, path: &Result<ArmPath, PathError>) -> Kind {
     }
 }
 
+/// Handles one ARM request and answers once its configured latency has passed since it
+/// arrived. The latency is the whole time to answer, as measured against Azure: the
+/// simulator's own handling (parsing and rendering a 1 MB document takes tens of ms on a busy
+/// machine) runs within it instead of being added on top. A write's operation is timed from
+/// the answer, as before.
 pub(crate) async fn handle(shared: &Arc<Shared>, parts: &Parts, body: &[u8]) -> Outcome {
     let route = super::path::parse(parts.uri.path());
     let kind = latency_kind(&parts.method, &route);
     let latency = shared.state.lock().tuning.latency_ms.of(kind);
-    delay(latency).await;
+    let answer_at = tokio::time::Instant::now() + std::time::Duration::from_millis(latency);
+    let out = ANSWER_AT
+        .scope(answer_at, handle_now(shared, parts, body, route))
+        .await;
+    tokio::time::sleep_until(answer_at).await;
+    out
+}
 
+tokio::task_local! {
+    /// When the request being handled will be answered (operations start their clock there).
+    static ANSWER_AT: tokio::time::Instant;
+}
+
+/// When the request being handled will be answered; now outside a request.
+pub(super) fn answer_at() -> tokio::time::Instant {
+    ANSWER_AT
+        .try_with(|t| *t)
+        .unwrap_or_else(|_| tokio::time::Instant::now())
+}
+
+async fn handle_now(
+    shared: &Arc<Shared>,
+    parts: &Parts,
+    body: &[u8],
+    route: Result<ArmPath, PathError>,
+) -> Outcome {
     let now = jiff::Timestamp::now();
     let mut out = Outcome {
         resp: None,

@@ -55,13 +55,14 @@ fn lro_headers(
     set_header(resp, "retry-after", &retry.to_string());
 }
 
-/// Schedules completion of an operation after the completion delay.
+/// Schedules completion of an operation the completion delay after the write is answered.
 fn schedule(shared: &Arc<Shared>, op_id: String, delay_ms: u64) {
     let shared = shared.clone();
+    let due = super::arm::answer_at() + std::time::Duration::from_millis(delay_ms);
     tokio::spawn(async move {
         // A zero delay skips the timer (1 ms granularity) so benchmarks see the HTTP cost only.
         if delay_ms > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            tokio::time::sleep_until(due).await;
         }
         let mut st = shared.state.lock();
         let st = &mut *st;
