@@ -32,4 +32,5 @@ pub mod runtime;
 pub mod state;
 pub mod tls_reload;
 pub mod tools;
+pub mod uplink;
 pub mod writer;

@@ -8,10 +8,10 @@
 //! once per version and covered set: a replica that takes over another LB mid-version sends
 //! the phase again with the larger set, and signal-svc unions the sets across replicas.
 
-use crate::holds::Uplink;
 use crate::index::{Admin, IndexedEntry, NodeSpec};
 use crate::metrics::Metrics;
 use crate::ownership::{Grant, Ownership, Refused};
+use crate::uplink::Uplink;
 use cutover_proto::VersionExt;
 use cutover_proto::v1::{AdminState, EntryRef, Hold, NodeRef, NodeResult, ResultPhase, Version};
 use parking_lot::Mutex;

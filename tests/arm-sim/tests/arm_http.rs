@@ -1001,5 +1001,8 @@ async fn latency_is_the_time_to_answer_and_operations_run_from_the_answer() {
     let op_id = op_id_of(put.header("azure-asyncoperation").unwrap());
     let end = wait_for(|| async { sim.operation_record(&op_id).unwrap().end_time }).await;
     let ran = end.duration_since(answered).as_millis();
-    assert!((290..400).contains(&ran), "operation ended {ran} ms after the answer");
+    assert!(
+        (290..400).contains(&ran),
+        "operation ended {ran} ms after the answer"
+    );
 }
