@@ -5,6 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::config_error::ConfigError;
+use crate::config_error::invalid;
+
 /// signal-svc: watches Nodes and Spot notices, streams desired admin states to actuator-svc.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "signal-svc", version, about)]
@@ -174,26 +177,6 @@ pub struct Config {
     pub dry_run: bool,
     pub log_format: LogFormat,
     pub shutdown_grace: Duration,
-}
-
-/// A configuration error, naming the flag.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("--{flag}: {reason}")]
-    Invalid { flag: &'static str, reason: String },
-    #[error("--{flag}: cannot read {path}: {source}")]
-    Read {
-        flag: &'static str,
-        path: String,
-        source: std::io::Error,
-    },
-}
-
-fn invalid(flag: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        flag,
-        reason: reason.into(),
-    }
 }
 
 impl Args {

@@ -7,9 +7,8 @@
 //! request meant for its predecessor. The watch then turns the annotation into a desired
 //! state for every actuator replica, like any taint.
 
+use crate::domain::FIELD_MANAGER;
 use crate::domain::hold::{self, HOLD_ANNOTATION, Hold};
-use crate::state::Shared;
-use crate::taint::FIELD_MANAGER;
 use cutover_proto::v1::{HoldAck, HoldRequest, SignalMessage, signal_message::Kind};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -173,23 +172,25 @@ impl HoldWriter {
     }
 }
 
-/// Answers one request that came up the stream of `epoch`, in the background (a slow API
-/// server must not stall the stream's reader). The ack goes back on that stream if it is
-/// still open; a tool whose stream ended retries through its actuator.
+/// Answers one request that came up a stream, in the background (a slow API server must not
+/// stall the stream's reader). `still_leader` says, when the request is served, whether that
+/// stream's epoch is still the leader's; `writer` is absent when this process may not write
+/// holds. The ack goes back on that stream if it is still open; a tool whose stream ended
+/// retries through its actuator.
 pub fn serve(
-    shared: &Arc<Shared>,
-    epoch: u64,
+    writer: Option<HoldWriter>,
+    dry_run: bool,
+    still_leader: impl Fn() -> bool + Send + 'static,
     req: HoldRequest,
     reply: mpsc::WeakSender<SignalMessage>,
 ) {
-    let shared = shared.clone();
     tokio::spawn(async move {
-        let outcome = if shared.leader_epoch() != Some(epoch) {
+        let outcome = if !still_leader() {
             Err(Refusal::NotLeader)
-        } else if shared.dry_run {
+        } else if dry_run {
             Err(Refusal::PatchFailed("dry-run: nothing is written".into()))
         } else {
-            match &shared.holds {
+            match &writer {
                 Some(w) => w.apply(&req).await,
                 None => Err(Refusal::NotLeader),
             }
@@ -230,19 +231,8 @@ mod tests {
     /// without touching the API server.
     #[tokio::test]
     async fn a_request_on_a_stale_epoch_is_answered_not_leader() {
-        use crate::domain::dispatch::Dispatcher;
-        use crate::domain::index::NodeIndex;
-        use crate::domain::taints::TriggerSet;
-        use crate::state::Core;
-        let (taints, _rx) = mpsc::unbounded_channel();
-        let core = Core {
-            index: NodeIndex::new(TriggerSet::default()),
-            dispatch: Dispatcher::new(jiff::SignedDuration::from_mins(1)),
-        };
-        let shared = Arc::new(Shared::new(core, "me".into(), false, taints));
-        shared.become_leader(5);
         let (tx, mut rx) = mpsc::channel(4);
-        serve(&shared, 4, req("n", "x"), tx.downgrade());
+        serve(None, false, || false, req("n", "x"), tx.downgrade());
         let Some(SignalMessage {
             kind: Some(Kind::HoldAck(a)),
         }) = rx.recv().await

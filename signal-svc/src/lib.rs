@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_error;
 pub mod discovery;
 pub mod domain;
 pub mod fleet;

@@ -239,7 +239,14 @@ async fn connection(
                             results::dispatch_result(&shared, &events, &r)
                         }
                         Some(actuator_message::Kind::HoldRequest(req)) => {
-                            crate::hold::serve(&shared, epoch, req, reply.clone())
+                            let leader = shared.clone();
+                            crate::hold::serve(
+                                shared.holds.clone(),
+                                shared.dry_run,
+                                move || leader.leader_epoch() == Some(epoch),
+                                req,
+                                reply.clone(),
+                            )
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");

@@ -6,6 +6,7 @@
 //! `uid`) as preconditions: a concurrent writer makes it fail with 409, and we re-read and
 //! retry instead of dropping their change. Any taint with the draining key means "done".
 
+use crate::domain::FIELD_MANAGER;
 use crate::domain::index::TaintRequest;
 use crate::domain::taints::{DRAINING, DRAINING_EFFECT, SPOT_EVICTION, SPOT_NOTICE_HANDLED};
 use crate::state::Shared;
@@ -17,8 +18,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Field manager of our writes.
-pub const FIELD_MANAGER: &str = "cutover-signal-svc";
 const MAX_CONFLICTS: usize = 50;
 
 /// Outcome of one taint attempt.

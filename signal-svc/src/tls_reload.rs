@@ -8,7 +8,7 @@
 //! block complete, the key matching the certificate) before it replaces the one in use; a
 //! half-written or mismatched set is logged once and the previous one kept.
 
-use crate::config::ConfigError;
+use crate::config_error::{ConfigError, invalid};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,13 +62,6 @@ impl Material {
             t = t.identity(Identity::from_pem(cert, key));
         }
         t
-    }
-}
-
-fn invalid(flag: &'static str, reason: &str) -> ConfigError {
-    ConfigError::Invalid {
-        flag,
-        reason: reason.to_owned(),
     }
 }
 

@@ -14,6 +14,9 @@
 //! - [`lease`]: the leader-election decision for one observed Lease.
 //! - [`backoff`]: capped exponential backoff with jitter.
 
+/// The field manager of every write signal-svc makes to a Node (taints, hold annotations).
+pub const FIELD_MANAGER: &str = "cutover-signal-svc";
+
 pub mod assign;
 pub mod backoff;
 pub mod coverage;
