@@ -9,6 +9,7 @@ mod faults;
 mod guard;
 mod holds;
 mod ownership;
+mod pki;
 mod rotation;
 mod rpc;
 mod security;

@@ -2,15 +2,12 @@
 //! mounts a Secret (files are symlinks through `..data`, swapped in one rename).
 
 use crate::common::*;
+use crate::pki::{TestCa, Usage as ExtendedKeyUsagePurpose};
 use actuator_svc::config::azure_json::{self, CredentialChoice, EnvOverrides};
 use actuator_svc::credentials::{self, CloudConfigFile, Sources};
 use arm_sim::{ArmSim, ArmSimOptions};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
@@ -24,18 +21,8 @@ struct Pki {
 }
 
 fn pki(ca_name: &str) -> Pki {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, ca_name);
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    let leaf = |name: &str, usage: ExtendedKeyUsagePurpose| {
-        let mut p = CertificateParams::new(vec![name.to_string()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        (cert.pem(), key.serialize_pem())
-    };
+    let ca = TestCa::new(ca_name);
+    let leaf = |name: &str, usage| ca.leaf(name, usage);
     Pki {
         ca_pem: ca.pem(),
         server: leaf("localhost", ExtendedKeyUsagePurpose::ServerAuth),

@@ -1,12 +1,9 @@
 //! mTLS, allow-lists, health, reflection, readiness and metrics.
 
 use crate::common::*;
+use crate::pki::{TestCa, Usage as ExtendedKeyUsagePurpose};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
 use std::path::{Path, PathBuf};
 use tokio_stream::StreamExt;
 use tonic::Code;
@@ -20,20 +17,8 @@ struct Pki {
 }
 
 fn mk_pki(dir: &Path) -> Pki {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "test CA");
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    let leaf = |name: &str, usage: ExtendedKeyUsagePurpose| {
-        let mut p = CertificateParams::new(vec![name.to_string()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        (cert.pem(), key.serialize_pem())
-    };
+    let ca = TestCa::new("test CA");
+    let leaf = |name: &str, usage| ca.leaf(name, usage);
     let (cert, key) = leaf("localhost", ExtendedKeyUsagePurpose::ServerAuth);
     std::fs::write(dir.join("server.crt"), cert).unwrap();
     std::fs::write(dir.join("server.key"), key).unwrap();
