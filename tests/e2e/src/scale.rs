@@ -122,6 +122,8 @@ pub struct ScaleOptions {
     pub run_dir: PathBuf,
     /// Realistic ARM timings (the bench) or fast ones (the smoke test).
     pub realistic: bool,
+    /// More actuator flags (e.g. `--base-cache-budget=64Mi` to compare).
+    pub actuator_args: Vec<String>,
 }
 
 impl ScaleOptions {
@@ -133,6 +135,7 @@ impl ScaleOptions {
             sample_every: Duration::from_secs(10),
             run_dir,
             realistic: true,
+            actuator_args: Vec::new(),
         }
     }
 }
@@ -202,11 +205,37 @@ pub struct Soak {
     pub problems: Vec<String>,
 }
 
+/// ARM requests on the load balancers during one leg of the wave.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LbCalls {
+    /// GETs of an LB (whole reads and completion probes alike: ARM sends the document).
+    pub gets: usize,
+    pub puts: usize,
+}
+
+/// Counts the LB GETs and PUTs ARM answered from `since` on.
+fn lb_calls(arm: &arm_sim::ArmSim, since: jiff::Timestamp) -> LbCalls {
+    let mut c = LbCalls::default();
+    for r in arm.requests() {
+        if r.time < since || !r.path.contains("/loadBalancers/") {
+            continue;
+        }
+        match r.method.as_str() {
+            "GET" => c.gets += 1,
+            "PUT" => c.puts += 1,
+            _ => {}
+        }
+    }
+    c
+}
+
 /// Everything measured at one size.
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub nodes: usize,
     pub wave: usize,
+    /// LB requests of the wave's Down leg and of its restore leg.
+    pub wave_calls: [LbCalls; 2],
     /// Start-up to ready per service process.
     pub startup: Vec<(String, Duration)>,
     /// Memory after the wave was tainted and restored.
@@ -229,6 +258,7 @@ fn stack_options(o: &ScaleOptions) -> StackOptions {
     // The resync asserts every node but one Down: memory is measured here, not the
     // blast-radius guard (default 0.5), which would leave half of them to the health probe.
     s.actuator_args.push("--max-down-share=1.0".into());
+    s.actuator_args.extend(o.actuator_args.iter().cloned());
     s
 }
 
@@ -568,8 +598,12 @@ pub async fn run(o: &ScaleOptions) -> anyhow::Result<Figures> {
     );
     let spread = Duration::from_secs(2);
     let timeout = Duration::from_secs(300);
+    let t = jiff::Timestamp::now();
     crate::wave::play(&mut sb, &wave, State::Down, spread, put, op, timeout).await?;
+    let t2 = jiff::Timestamp::now();
+    let down = lb_calls(&sb.stack.arm, t);
     crate::wave::play(&mut sb, &wave, State::None, spread, put, op, timeout).await?;
+    figures.wave_calls = [down, lb_calls(&sb.stack.arm, t2)];
     figures.after_wave = snapshot(&sb.stack);
 
     figures.resync = resync(&mut sb).await?;
@@ -630,6 +664,14 @@ pub fn report(all: &[Figures]) -> String {
                 soak.map_or("-".into(), |m| mib(m.hwm_kib)),
             ));
         }
+    }
+    line(String::new());
+    for f in all {
+        let [down, up] = f.wave_calls;
+        line(format!(
+            "wave of {} at {} nodes, LB requests to ARM (both actuators): Down leg {} GET / {} PUT, restore leg {} GET / {} PUT",
+            f.wave, f.nodes, down.gets, down.puts, up.gets, up.puts
+        ));
     }
     line(String::new());
     line("resync of actuator-0, SIGKILLed with every node but one asserted Down:".into());
