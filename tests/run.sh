@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 
 log() { printf '==> %s\n' "$*"; }
 
+# gcc and make, for the C parts of dependencies (ring; jemalloc's configure-and-make build).
+if ! command -v make >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
+  log "installing gcc and make (Debian)"
+  apt-get update -qq && apt-get install -y -qq gcc make >/dev/null
+fi
+
 # Real kubectl, for the Kubernetes simulator's faithfulness tests.
 if ! command -v kubectl >/dev/null 2>&1; then
   log "installing kubectl (Debian kubernetes-client)"

@@ -103,9 +103,19 @@ pub struct KeptBase {
 ///
 /// Why: without a kept base, the first write on an idle LB must GET it first (one more round
 /// trip before the PUT, which is much of the gap to an ideal single writer in a wave). Keeping
-/// every base costs a 16 MB document per LB at 5,000 nodes, so they are kept while the total
-/// fits the budget, evicting the least recently written first: sandbox-sized LBs always keep
-/// theirs; at 5,000 nodes the busiest LB keeps its base and the others pay the extra GET.
+/// every base costs a ~14 MB document per LB at 5,000 nodes, so they are kept while the total
+/// fits the budget, evicting the least recently written first.
+///
+/// A document larger than half the budget is never kept. A kept base is resident while the
+/// other LBs are read (reads are bounded separately by `--lb-read-budget`), so a base that
+/// fits the budget only alone means two whole large documents resident between writes: at
+/// 5,000 nodes that was ~28 MB of a 64 MiB target, for one GET saved per idle-to-busy LB (a
+/// few per wave, measured in the README's scale section). Half the budget is the largest size
+/// at which a kept base and a read of a same-sized LB still fit the budget together. The
+/// alternative, one joint budget for kept and in-flight documents, would need reads to evict
+/// kept bases while they wait for room (the ARM client's read budget reaching into this
+/// cache) for the same outcome at the sizes that matter: small LBs keep their bases, large
+/// ones are read before their first write.
 #[derive(Debug)]
 pub struct BaseCache {
     budget: usize,
@@ -126,10 +136,11 @@ impl BaseCache {
     }
 
     /// Keeps `base` for `lb`, then evicts the least recently written bases until the total
-    /// fits the budget (possibly this one). Returns whether it was kept.
+    /// fits the budget (possibly this one). A base larger than half the budget is not kept
+    /// (see the type's comment). Returns whether it was kept.
     pub fn keep(&self, lb: &str, base: KeptBase) -> bool {
         let mut kept = self.kept.lock();
-        if base.body.len() > self.budget {
+        if base.body.len() > self.budget / 2 {
             kept.remove(lb);
             return false;
         }
@@ -164,6 +175,25 @@ impl BaseCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_base_that_fits_the_budget_only_alone_is_not_kept() {
+        let t0 = Instant::now();
+        let c = BaseCache::new(100);
+        assert!(c.keep("small", base(20, t0)));
+        // 51 of 100: it and a read of a same-sized LB would not fit together.
+        assert!(!c.keep("big", base(51, t0 + Duration::from_secs(1))));
+        assert!(c.take("big").is_none());
+        // Nothing was evicted for it, and an older base of the same LB is dropped.
+        assert_eq!(c.bytes(), 20);
+        assert!(!c.keep("small", base(60, t0)));
+        assert_eq!(c.bytes(), 0);
+        assert!(c.keep("half", base(50, t0)));
+        // The default budget keeps no 5,000-node document (~14 MB) and any sandbox one.
+        let d = BaseCache::new(DEFAULT_BASE_BUDGET);
+        assert!(!d.keep("kubernetes", base(14 << 20, t0)));
+        assert!(d.keep("kubernetes", base(2 << 20, t0)));
+    }
 
     fn base(len: usize, written_at: Instant) -> KeptBase {
         KeptBase {

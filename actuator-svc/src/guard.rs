@@ -47,8 +47,9 @@ pub struct PoolCount {
 /// A node that wants `Down` on this LB.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Candidate {
-    /// pool -> number of the node's entries in it.
-    pub per_pool: BTreeMap<String, usize>,
+    /// pool -> number of the node's entries in it (the pool name shared with the index:
+    /// built every round for every node going `Down`).
+    pub per_pool: BTreeMap<std::sync::Arc<str>, usize>,
     /// Some entry of the node already reads `Down` (it was cut before).
     pub incumbent: bool,
 }
@@ -127,13 +128,13 @@ impl Guard {
             .chain(candidates.iter().enumerate().filter(|(_, c)| !c.incumbent));
         for (i, c) in order {
             let over = c.per_pool.iter().find(|(pool, n)| {
-                let total = pools.get(*pool).map_or(0, |p| p.total);
-                let now = down.get(pool.as_str()).copied().unwrap_or(0);
+                let total = pools.get(&***pool).map_or(0, |p| p.total);
+                let now = down.get(&***pool).copied().unwrap_or(0);
                 now + **n > self.limit(total)
             });
             match over {
                 Some((pool, _)) => {
-                    let total = pools.get(pool).map_or(0, |p| p.total);
+                    let total = pools.get(&**pool).map_or(0, |p| p.total);
                     out[i] = Decision::Refuse(format!(
                         "{REASON_PREFIX} cutting this node would put more than {} of the {total} entries of pool {pool} Down (--max-down-share {}); left to the health probe, and cut once held nodes are restored",
                         self.limit(total),
@@ -142,7 +143,7 @@ impl Guard {
                 }
                 None => {
                     for (pool, n) in &c.per_pool {
-                        *down.entry(pool.as_str()).or_default() += n;
+                        *down.entry(&**pool).or_default() += n;
                     }
                 }
             }
@@ -190,7 +191,7 @@ mod tests {
 
     fn node(pools: &[&str], incumbent: bool) -> Candidate {
         Candidate {
-            per_pool: pools.iter().map(|p| (p.to_string(), 1)).collect(),
+            per_pool: pools.iter().map(|p| ((*p).into(), 1)).collect(),
             incumbent,
         }
     }

@@ -36,14 +36,21 @@ pub struct NodeSpec {
 }
 
 /// One backend entry, located (the answer form; the index keeps a compact one).
+///
+/// Every text field is shared with the [`LbIndex`] it came from: resolving a node each write
+/// round costs reference-count bumps, not owned strings per entry. The ipConfiguration ID and
+/// the IP address are rendered only for answers ([`IndexedEntry::ip_configuration_id`],
+/// [`IndexedEntry::ip_address`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedEntry {
-    pub lb: String,
-    pub lb_id: String,
-    pub pool: String,
-    pub entry: String,
-    pub ip_configuration_id: String,
-    pub ip_address: String,
+    pub lb: Arc<str>,
+    pub lb_id: Arc<str>,
+    pub pool: Arc<str>,
+    pub entry: Arc<str>,
+    /// The entry's ipConfiguration ID as its shared prefix and the rest.
+    pub ipc: Option<(Arc<str>, Arc<str>)>,
+    /// The entry's IP address (IP-based pools).
+    pub ip: Option<IpAddr>,
     pub admin: Admin,
     /// False while the pool's last operation is running or failed (`provisioningState` other
     /// than `Succeeded`): what the entry says is then a goal, not a fact, and a failed goal
@@ -52,6 +59,21 @@ pub struct IndexedEntry {
     /// False when no load-balancing rule with a health probe uses the pool: admin state has
     /// no effect on traffic there (Azure admin-state overview).
     pub probed: bool,
+}
+
+impl IndexedEntry {
+    /// The ipConfiguration ID as ARM wrote it (empty for IP-based entries).
+    pub fn ip_configuration_id(&self) -> String {
+        self.ipc
+            .as_ref()
+            .map(|(prefix, rest)| format!("{prefix}{rest}"))
+            .unwrap_or_default()
+    }
+
+    /// The IP address (empty for NIC-based entries).
+    pub fn ip_address(&self) -> String {
+        self.ip.map(|ip| ip.to_string()).unwrap_or_default()
+    }
 }
 
 /// The pools of one load balancer as ARM lists them (tests and benches build indexes from
@@ -108,10 +130,12 @@ impl NicMap {
 #[derive(Debug)]
 struct Entry {
     pool: u16,
-    name: Box<str>,
+    /// Shared with the answers that name the entry (`Arc`, not `Box`: 16 bytes more per
+    /// entry, against an owned copy per node and round).
+    name: Arc<str>,
     /// The ipConfiguration ID as `prefix + rest`, the prefix shared by every entry of the
     /// same scale set or resource group.
-    ipc: Option<(Arc<str>, Box<str>)>,
+    ipc: Option<(Arc<str>, Arc<str>)>,
     ip: Option<IpAddr>,
     /// The entry's VMSS resource group (lower-cased, interned), to check VM matches.
     vmss_rg: Option<Arc<str>>,
@@ -120,7 +144,7 @@ struct Entry {
 
 #[derive(Debug)]
 struct PoolMeta {
-    name: Box<str>,
+    name: Arc<str>,
     settled: bool,
     probed: bool,
 }
@@ -128,13 +152,14 @@ struct PoolMeta {
 /// One load balancer's entries, with lookups.
 #[derive(Debug, Default)]
 pub struct LbIndex {
-    pub name: String,
-    pub id: String,
+    pub name: Arc<str>,
+    pub id: Arc<str>,
     pub etag: Option<String>,
     pub provisioning: Provisioning,
     pools: Vec<PoolMeta>,
     entries: Vec<Entry>,
-    by_vmss: HashMap<(Arc<str>, Box<str>), Vec<u32>>,
+    /// Scale set -> instance -> entries (nested so a lookup borrows the query's strings).
+    by_vmss: HashMap<Arc<str>, HashMap<Box<str>, Vec<u32>>>,
     by_nic: HashMap<Box<str>, Vec<u32>>,
     by_ip: HashMap<IpAddr, Vec<u32>>,
     /// Entries without a NIC owner, by lower-cased name (the name-only fallback).
@@ -243,8 +268,8 @@ impl Builder {
     /// use are dropped, the others numbered and put in the lookup maps.
     fn finish(self, name: &str, id: &str, head: doc::DocHead) -> LbIndex {
         let mut idx = LbIndex {
-            name: name.to_string(),
-            id: id.to_string(),
+            name: name.into(),
+            id: id.into(),
             etag: head.etag,
             provisioning: head.provisioning,
             ..Default::default()
@@ -281,7 +306,9 @@ impl Builder {
             match key {
                 Key::Vmss(scale_set, instance) => idx
                     .by_vmss
-                    .entry((scale_set, instance))
+                    .entry(scale_set)
+                    .or_default()
+                    .entry(instance)
                     .or_default()
                     .push(no),
                 Key::Nic(nic) => idx.by_nic.entry(nic).or_default().push(no),
@@ -343,32 +370,32 @@ impl LbIndex {
         Some(IndexedEntry {
             lb: self.name.clone(),
             lb_id: self.id.clone(),
-            pool: pool.name.to_string(),
-            entry: e.name.to_string(),
-            ip_configuration_id: e
-                .ipc
-                .as_ref()
-                .map(|(p, r)| format!("{p}{r}"))
-                .unwrap_or_default(),
-            ip_address: e.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            pool: pool.name.clone(),
+            entry: e.name.clone(),
+            ipc: e.ipc.clone(),
+            ip: e.ip,
             admin: e.admin,
             settled: pool.settled,
             probed: pool.probed,
         })
     }
 
-    fn candidates(&self, q: &Query<'_>, nics: &NicMap, out: &mut BTreeSet<u32>) {
+    /// Pushes the entry numbers that match `q` onto `out` (unsorted, possibly repeated).
+    fn candidates(&self, q: &Query<'_>, nics: &NicMap, out: &mut Vec<u32>) {
         if let Some(VmRef::ScaleSetVm {
             resource_group,
             scale_set,
             instance,
         }) = q.vm.as_ref()
         {
-            let key: (Arc<str>, Box<str>) = (scale_set.as_str().into(), instance.as_str().into());
-            for &no in self.by_vmss.get(&key).into_iter().flatten() {
+            let found = self
+                .by_vmss
+                .get(scale_set.as_str())
+                .and_then(|m| m.get(instance.as_str()));
+            for &no in found.into_iter().flatten() {
                 let rg = self.entries[no as usize].vmss_rg.as_deref().unwrap_or("");
                 if rg == resource_group || rg.is_empty() || resource_group.is_empty() {
-                    out.insert(no);
+                    out.push(no);
                 }
             }
         }
@@ -447,20 +474,31 @@ impl PoolIndex {
         self.len() == 0
     }
 
-    /// Per pool of `lb`: how many entries it has and the names of those reading `Down` (for the
-    /// blast-radius guard, `guard.rs`).
-    pub fn pool_downs(&self, lb: &str) -> BTreeMap<String, (usize, BTreeSet<String>)> {
-        let mut out: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
+    /// Per pool of `lb`: how many entries it has, and how many of them read `Down` while
+    /// `claimed(pool, entry)` says no node of this round asserts them (for the blast-radius
+    /// guard, `guard.rs`). Counted by pool number: no string is built per entry.
+    pub fn pool_counts(
+        &self,
+        lb: &str,
+        claimed: impl Fn(&str, &str) -> bool,
+    ) -> BTreeMap<Arc<str>, (usize, usize)> {
+        let mut out: BTreeMap<Arc<str>, (usize, usize)> = BTreeMap::new();
         for idx in self.lbs.iter().filter(|l| l.name.eq_ignore_ascii_case(lb)) {
+            let mut counts = vec![(0usize, 0usize); idx.pools.len()];
             for e in &idx.entries {
-                let Some(pool) = idx.pools.get(usize::from(e.pool)) else {
+                let Some(slot) = counts.get_mut(usize::from(e.pool)) else {
                     continue;
                 };
-                let slot = out.entry(pool.name.to_string()).or_default();
                 slot.0 += 1;
-                if e.admin == Admin::Down {
-                    slot.1.insert(e.name.to_string());
+                if e.admin == Admin::Down && !claimed(&idx.pools[usize::from(e.pool)].name, &e.name)
+                {
+                    slot.1 += 1;
                 }
+            }
+            for (pool, (total, down)) in idx.pools.iter().zip(counts) {
+                let slot = out.entry(pool.name.clone()).or_default();
+                slot.0 += total;
+                slot.1 += down;
             }
         }
         out
@@ -501,14 +539,18 @@ impl PoolIndex {
             name_lower: node.name.to_ascii_lowercase(),
         };
         let mut entries = Vec::new();
+        let mut found = Vec::new();
         for idx in self
             .lbs
             .iter()
             .filter(|l| lb.is_none_or(|want| l.name.eq_ignore_ascii_case(want)))
         {
-            let mut found = BTreeSet::new();
+            found.clear();
             idx.candidates(&q, &self.nics, &mut found);
-            entries.extend(found.into_iter().filter_map(|no| idx.materialize(no)));
+            // In entry order, each once (as the ordered set did before).
+            found.sort_unstable();
+            found.dedup();
+            entries.extend(found.iter().filter_map(|&no| idx.materialize(no)));
         }
         if entries.is_empty() {
             notes.push("node has no backend entries".into());

@@ -60,7 +60,7 @@ fn pools_of(r: &Resolved) -> Vec<(String, String)> {
     let mut v: Vec<_> = r
         .entries
         .iter()
-        .map(|e| (e.lb.clone(), e.pool.clone()))
+        .map(|e| (e.lb.to_string(), e.pool.to_string()))
         .collect();
     v.sort();
     v
@@ -87,10 +87,10 @@ fn nic_based_dual_stack_resolves_four_pools_and_skips_outbound_only() {
         // the providerID has the resource group lower-cased, the ipConfiguration ID does not).
         for e in &r.entries {
             assert!(
-                e.ip_configuration_id
+                e.ip_configuration_id()
                     .contains(&format!("/virtualMachines/{}/", node.instance_id))
             );
-            assert!(e.ip_configuration_id.contains(&node.vmss_name));
+            assert!(e.ip_configuration_id().contains(&node.vmss_name));
         }
     }
 }
@@ -107,7 +107,7 @@ fn ip_based_matches_v4_and_v6_addresses() {
         .iter()
         .filter(|e| e.pool.ends_with("IPv6"))
         .collect();
-    assert!(v6.iter().all(|e| e.ip_address == node.ipv6.to_string()));
+    assert!(v6.iter().all(|e| e.ip_address() == node.ipv6.to_string()));
     // Only the IPv4 address known: only the IPv4 pools.
     let mut only_v4 = spec_of(node);
     only_v4.internal_ips.truncate(1);
@@ -137,7 +137,7 @@ fn multi_slb_includes_every_lb_and_per_service_pools() {
     }
     let user = c.nodes.iter().rfind(|n| n.pool == "userpool").unwrap();
     let r = idx.resolve(&spec_of(user), Some("kubernetes-2"));
-    let pools: Vec<_> = r.entries.iter().map(|e| e.pool.as_str()).collect();
+    let pools: Vec<_> = r.entries.iter().map(|e| &*e.pool).collect();
     assert_eq!(pools, vec!["shop-checkout", "shop-checkout-ipv6"]);
 }
 
@@ -203,7 +203,7 @@ fn standalone_nics_resolve_through_the_nic_list_with_mixed_case() {
     let r = idx.resolve(&node, None);
     assert_eq!(r.entries.len(), 1);
     assert_eq!(r.entries[0].admin, Admin::Down);
-    assert_eq!(r.entries[0].entry, "mc_rg_flex-vm1-nicipconfig1");
+    assert_eq!(&*r.entries[0].entry, "mc_rg_flex-vm1-nicipconfig1");
 }
 
 #[test]
@@ -236,4 +236,93 @@ fn admin_states_are_read_including_unknown_values() {
         (Admin::Up, Admin::Other, Admin::None)
     );
     let _ = IpFamily::V4;
+}
+
+/// Every entry of `lbs` (as ARM lists them) in the answer form, rendered as text: what
+/// `resolve` returned before its fields were shared with the index.
+fn rendered(e: &IndexedEntry) -> [String; 6] {
+    [
+        e.lb.to_string(),
+        e.lb_id.to_string(),
+        e.pool.to_string(),
+        e.entry.to_string(),
+        e.ip_configuration_id(),
+        e.ip_address(),
+    ]
+}
+
+#[test]
+fn resolved_entries_render_exactly_what_arm_listed() {
+    for preset in ["aks", "aks-ip", "aks-multi-slb"] {
+        let c = aks_fixture::preset(preset).unwrap();
+        let lbs = mk_lbs(&c);
+        let idx = PoolIndex::build(&lbs, NicMap::new());
+        for node in &c.nodes {
+            let spec = spec_of(node);
+            // Brute force over the JSON: the entries naming this node's VM or IPs.
+            let mut want = Vec::new();
+            for lb in &lbs {
+                for pool in &lb.pools {
+                    if pool["properties"]["outboundRules"].is_array() {
+                        continue;
+                    }
+                    for e in pool["properties"]["loadBalancerBackendAddresses"]
+                        .as_array()
+                        .unwrap()
+                    {
+                        let ipc = e["properties"]["networkInterfaceIPConfiguration"]["id"]
+                            .as_str()
+                            .unwrap_or("");
+                        let ip = e["properties"]["ipAddress"].as_str().unwrap_or("");
+                        let mine = if ipc.is_empty() {
+                            spec.internal_ips.iter().any(|a| a.to_string() == ip)
+                        } else {
+                            let lower = ipc.to_ascii_lowercase();
+                            lower.contains(&format!(
+                                "/virtualmachinescalesets/{}/virtualmachines/{}/",
+                                node.vmss_name.to_ascii_lowercase(),
+                                node.instance_id
+                            ))
+                        };
+                        if mine {
+                            want.push([
+                                lb.name.clone(),
+                                lb.id.clone(),
+                                pool["name"].as_str().unwrap().to_string(),
+                                e["name"].as_str().unwrap().to_string(),
+                                ipc.to_string(),
+                                ip.to_string(),
+                            ]);
+                        }
+                    }
+                }
+            }
+            let mut got: Vec<_> = idx
+                .resolve(&spec, None)
+                .entries
+                .iter()
+                .map(rendered)
+                .collect();
+            got.sort();
+            want.sort();
+            assert!(!want.is_empty(), "{preset} {}", node.name);
+            assert_eq!(got, want, "{preset} {}", node.name);
+        }
+    }
+}
+
+#[test]
+fn resolving_shares_the_index_strings_instead_of_copying_them() {
+    let c = aks_fixture::preset("aks").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    let spec = spec_of(&c.nodes[0]);
+    let (a, b) = (idx.resolve(&spec, None), idx.resolve(&spec, None));
+    assert!(!a.entries.is_empty());
+    for (x, y) in a.entries.iter().zip(&b.entries) {
+        assert!(Arc::ptr_eq(&x.entry, &y.entry) && Arc::ptr_eq(&x.pool, &y.pool));
+        assert!(Arc::ptr_eq(&x.lb_id, &y.lb_id));
+        let (xp, xr) = x.ipc.as_ref().unwrap();
+        let (yp, yr) = y.ipc.as_ref().unwrap();
+        assert!(Arc::ptr_eq(xp, yp) && Arc::ptr_eq(xr, yr));
+    }
 }

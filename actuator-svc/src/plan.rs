@@ -9,19 +9,21 @@
 use crate::guard::{Candidate, Decision, Guard, PoolCount};
 use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex, Resolved};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-/// One node asserted on this load balancer.
+/// One node asserted on this load balancer (shared with the store's held state: a round
+/// copies pointers, not node specs).
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub key: String,
-    pub node: NodeSpec,
+    pub key: Arc<str>,
+    pub node: Arc<NodeSpec>,
     pub desired: Admin,
 }
 
 /// What one node needs on this load balancer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetPlan {
-    pub key: String,
+    pub key: Arc<str>,
     /// The node's entries on this LB, with `admin` set to the desired state.
     pub entries: Vec<IndexedEntry>,
     /// True when every entry already reads the desired state.
@@ -56,7 +58,9 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target], guard: &Guard) -
         .map(|t| index.resolve(&t.node, Some(lb)))
         .collect();
     let refused = guard_round(index, lb, targets, &resolved, guard);
-    let mut wanted: BTreeMap<(String, String), (bool, Admin)> = BTreeMap::new();
+    // Keyed by the index's shared names: no string is built per entry; only the real
+    // changes are copied into `changes` (the write's edit list).
+    let mut wanted: BTreeMap<(Arc<str>, Arc<str>), (bool, Admin)> = BTreeMap::new();
     let mut plans = Vec::with_capacity(targets.len());
     for ((t, r), refusal) in targets.iter().zip(resolved).zip(refused) {
         let desired = if refusal.is_some() {
@@ -65,16 +69,14 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target], guard: &Guard) -
             t.desired
         };
         let mut already = refusal.is_none();
-        let mut entries = Vec::with_capacity(r.entries.len());
-        for e in r.entries {
+        let mut entries = r.entries;
+        for e in &mut entries {
             let holds = e.settled && reads_as(e.admin, desired);
             if !holds {
                 already = false;
             }
             wanted.insert((e.pool.clone(), e.entry.clone()), (holds, desired));
-            let mut e = e;
             e.admin = desired;
-            entries.push(e);
         }
         plans.push(TargetPlan {
             key: t.key.clone(),
@@ -87,7 +89,10 @@ pub fn plan_lb(index: &PoolIndex, lb: &str, targets: &[Target], guard: &Guard) -
     let mut changes: BTreeMap<String, BTreeMap<String, Admin>> = BTreeMap::new();
     for ((pool, entry), (holds, desired)) in wanted {
         if !holds {
-            changes.entry(pool).or_default().insert(entry, desired);
+            changes
+                .entry(pool.to_string())
+                .or_default()
+                .insert(entry.to_string(), desired);
         }
     }
     LbPlan {
@@ -111,18 +116,14 @@ fn guard_round(
     let claimed: BTreeSet<(&str, &str)> = resolved
         .iter()
         .flat_map(|r| r.entries.iter())
-        .map(|e| (e.pool.as_str(), e.entry.as_str()))
+        .map(|e| (&*e.pool, &*e.entry))
         .collect();
     let pools: BTreeMap<String, PoolCount> = index
-        .pool_downs(lb)
+        .pool_counts(lb, |pool, entry| claimed.contains(&(pool, entry)))
         .into_iter()
-        .map(|(pool, (total, down))| {
-            let foreign_down = down
-                .iter()
-                .filter(|e| !claimed.contains(&(pool.as_str(), e.as_str())))
-                .count();
+        .map(|(pool, (total, foreign_down))| {
             (
-                pool,
+                pool.to_string(),
                 PoolCount {
                     total,
                     foreign_down,
@@ -136,7 +137,7 @@ fn guard_round(
         .enumerate()
         .filter(|(_, (t, r))| t.desired == Admin::Down && !r.entries.is_empty())
         .map(|(i, (_, r))| {
-            let mut per_pool: BTreeMap<String, usize> = BTreeMap::new();
+            let mut per_pool: BTreeMap<Arc<str>, usize> = BTreeMap::new();
             for e in &r.entries {
                 *per_pool.entry(e.pool.clone()).or_default() += 1;
             }
@@ -195,8 +196,8 @@ mod tests {
 
     fn mk_target(i: u8, desired: Admin) -> Target {
         Target {
-            key: format!("uid{i}"),
-            node: NodeSpec {
+            key: format!("uid{i}").into(),
+            node: Arc::new(NodeSpec {
                 name: format!("node{i}"),
                 uid: format!("uid{i}"),
                 provider_id: String::new(),
@@ -204,7 +205,7 @@ mod tests {
                     format!("10.0.0.{i}").parse().unwrap(),
                     format!("fd00::{i}").parse().unwrap(),
                 ],
-            },
+            }),
             desired,
         }
     }
@@ -278,7 +279,7 @@ mod tests {
         plan.targets
             .iter()
             .filter(|t| t.refused.is_some())
-            .map(|t| t.key.as_str())
+            .map(|t| &*t.key)
             .collect()
     }
 

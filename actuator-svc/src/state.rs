@@ -15,7 +15,7 @@ use crate::uplink::Uplink;
 use cutover_proto::VersionExt;
 use cutover_proto::v1::{AdminState, EntryRef, Hold, NodeRef, NodeResult, ResultPhase, Version};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::{Notify, broadcast, watch};
@@ -49,12 +49,87 @@ pub enum LbProgress {
     NoEntries,
 }
 
+/// A set of managed load balancers, by position in the store's sorted list: one bit each,
+/// inline up to 64 (every real cluster), so folding a report allocates nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LbSet {
+    low: u64,
+    high: Vec<u64>,
+}
+
+impl LbSet {
+    /// Every position below `n`.
+    fn all(n: usize) -> Self {
+        let mut s = Self::default();
+        for i in 0..n {
+            s.insert(i);
+        }
+        s
+    }
+
+    fn insert(&mut self, i: usize) {
+        if i < 64 {
+            self.low |= 1 << i;
+            return;
+        }
+        let w = i / 64 - 1;
+        if self.high.len() <= w {
+            self.high.resize(w + 1, 0);
+        }
+        self.high[w] |= 1 << (i % 64);
+    }
+
+    fn remove(&mut self, i: usize) {
+        if i < 64 {
+            self.low &= !(1 << i);
+        } else if let Some(w) = self.high.get_mut(i / 64 - 1) {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    #[cfg(test)]
+    fn contains(&self, i: usize) -> bool {
+        if i < 64 {
+            return self.low & (1 << i) != 0;
+        }
+        self.high
+            .get(i / 64 - 1)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.low == 0 && self.high.iter().all(|w| *w == 0)
+    }
+
+    fn is_subset(&self, other: &Self) -> bool {
+        self.low & !other.low == 0
+            && self
+                .high
+                .iter()
+                .enumerate()
+                .all(|(i, w)| w & !other.high.get(i).copied().unwrap_or(0) == 0)
+    }
+
+    /// The positions in the set, ascending.
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.low)
+            .chain(self.high.iter().copied())
+            .enumerate()
+            .flat_map(|(w, bits)| {
+                (0..64)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| w * 64 + b)
+            })
+    }
+}
+
 /// A node this replica asserts.
 #[derive(Debug, Clone)]
 pub struct Held {
-    pub key: String,
+    /// Shared with every round's targets (`Store::targets_for` copies pointers).
+    pub key: Arc<str>,
     pub node: NodeRef,
-    pub spec: NodeSpec,
+    pub spec: Arc<NodeSpec>,
     pub desired: Admin,
     pub version: Version,
     pub source: Source,
@@ -66,12 +141,13 @@ pub struct Held {
     pub received_at: SystemTime,
     received: Instant,
     order: u64,
-    progress: BTreeMap<String, LbProgress>,
+    /// Per managed LB, in the store's order (`Store::lbs`).
+    progress: Vec<LbProgress>,
     phase: ResultPhase,
     last_failure: Option<String>,
     /// The covered load balancers of the last ACCEPTED / EFFECTIVE emitted for this version.
-    accepted_lbs: BTreeSet<String>,
-    effective_lbs: BTreeSet<String>,
+    accepted_lbs: LbSet,
+    effective_lbs: LbSet,
 }
 
 impl Held {
@@ -83,12 +159,12 @@ impl Held {
     /// Every entry known for this version.
     pub fn entries(&self) -> Vec<EntryRef> {
         self.progress
-            .values()
+            .iter()
             .flat_map(|p| match p {
-                LbProgress::Accepted(e) | LbProgress::Effective(e) => e.clone(),
-                _ => Vec::new(),
+                LbProgress::Accepted(e) | LbProgress::Effective(e) => e.as_slice(),
+                _ => &[],
             })
-            .map(|e| entry_ref(&e))
+            .map(entry_ref)
             .collect()
     }
 }
@@ -96,12 +172,12 @@ impl Held {
 /// The proto form of an entry.
 pub fn entry_ref(e: &IndexedEntry) -> EntryRef {
     EntryRef {
-        load_balancer_id: e.lb_id.clone(),
-        load_balancer: e.lb.clone(),
-        pool: e.pool.clone(),
-        entry: e.entry.clone(),
-        ip_configuration_id: e.ip_configuration_id.clone(),
-        ip_address: e.ip_address.clone(),
+        load_balancer_id: e.lb_id.to_string(),
+        load_balancer: e.lb.to_string(),
+        pool: e.pool.to_string(),
+        entry: e.entry.to_string(),
+        ip_configuration_id: e.ip_configuration_id(),
+        ip_address: e.ip_address(),
         admin_state: admin_to_proto(e.admin) as i32,
     }
 }
@@ -119,8 +195,8 @@ pub fn admin_to_proto(a: Admin) -> AdminState {
 /// What a writer needs to know about one asserted node.
 #[derive(Debug, Clone)]
 pub struct TargetView {
-    pub key: String,
-    pub spec: NodeSpec,
+    pub key: Arc<str>,
+    pub spec: Arc<NodeSpec>,
     pub desired: Admin,
     pub version: Version,
     /// Already effective on this LB (a difference now is drift).
@@ -139,7 +215,7 @@ pub enum Offer {
 
 struct Inner {
     ownership: Ownership,
-    held: HashMap<String, Held>,
+    held: HashMap<Arc<str>, Held>,
     /// Newest stream version per node UID, kept after Forget so late messages stay dropped.
     stream_versions: HashMap<String, Version>,
     max_epoch: u64,
@@ -154,6 +230,8 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     results: broadcast::Sender<NodeResult>,
+    /// The managed LBs, sorted: a position here is a slot of `Held::progress` and a bit of
+    /// an `LbSet`.
     writers: BTreeMap<String, Arc<Notify>>,
     metrics: Arc<Metrics>,
     /// Bumped on every change of an asserted state or a fleet status (tool waits re-check).
@@ -271,6 +349,11 @@ impl Store {
             })
             .max_by_key(|h| h.order)
             .cloned()
+    }
+
+    /// The position of `lb` among the managed load balancers.
+    fn slot(&self, lb: &str) -> Option<usize> {
+        self.writers.keys().position(|l| l == lb)
     }
 
     /// The managed load balancers.
@@ -398,14 +481,14 @@ impl Store {
             inner.order += 1;
             let order = inner.order;
             let now = SystemTime::now();
-            let since = match inner.held.get(&key) {
+            let since = match inner.held.get(key.as_str()) {
                 Some(old) if old.desired == desired => old.since,
                 _ => now,
             };
-            if let Some(old) = inner.held.get(&key)
+            if let Some(old) = inner.held.get(key.as_str())
                 && !matches!(old.phase, ResultPhase::Effective | ResultPhase::Superseded)
             {
-                let cover = old.progress.keys().cloned().collect();
+                let cover = LbSet::all(old.progress.len());
                 emit.push(self.result_of(
                     old,
                     ResultPhase::Superseded,
@@ -414,10 +497,11 @@ impl Store {
                     &cover,
                 ));
             }
+            let key: Arc<str> = key.into();
             let held = Held {
                 key: key.clone(),
                 node,
-                spec,
+                spec: Arc::new(spec),
                 desired,
                 version,
                 source,
@@ -427,15 +511,11 @@ impl Store {
                 received_at: now,
                 received: Instant::now(),
                 order,
-                progress: self
-                    .writers
-                    .keys()
-                    .map(|l| (l.clone(), LbProgress::Pending))
-                    .collect(),
+                progress: vec![LbProgress::Pending; self.writers.len()],
                 phase: ResultPhase::Unspecified,
                 last_failure: None,
-                accepted_lbs: BTreeSet::new(),
-                effective_lbs: BTreeSet::new(),
+                accepted_lbs: LbSet::default(),
+                effective_lbs: LbSet::default(),
             };
             inner.held.insert(key, held);
         }
@@ -473,10 +553,10 @@ impl Store {
             let before = inner.held.len();
             inner
                 .held
-                .retain(|k, h| h.source != Source::Stream || mentioned.contains(k));
+                .retain(|k, h| h.source != Source::Stream || mentioned.contains(&**k));
             // Fleet statuses only for nodes a stream still asserts (memory stays bounded).
             let held = &inner.held;
-            inner.fleet.retain(|uid, _| held.contains_key(uid));
+            inner.fleet.retain(|uid, _| held.contains_key(uid.as_str()));
             before - inner.held.len()
         };
         self.changed();
@@ -495,6 +575,7 @@ impl Store {
     }
 
     pub fn targets_for(&self, lb: &str) -> Vec<TargetView> {
+        let slot = self.slot(lb);
         let inner = self.inner.lock();
         let owns = inner.ownership.owns(lb, Instant::now());
         let mut v: Vec<&Held> = inner
@@ -509,7 +590,10 @@ impl Store {
                 spec: h.spec.clone(),
                 desired: h.desired,
                 version: h.version,
-                effective_here: matches!(h.progress.get(lb), Some(LbProgress::Effective(_))),
+                effective_here: matches!(
+                    slot.and_then(|i| h.progress.get(i)),
+                    Some(LbProgress::Effective(_))
+                ),
                 tool: h.source == Source::Tool,
             })
             .collect()
@@ -517,13 +601,16 @@ impl Store {
 
     /// Nodes with work left on `lb` (for the queue-depth gauge).
     pub fn pending_on(&self, lb: &str) -> usize {
+        let Some(slot) = self.slot(lb) else {
+            return 0;
+        };
         let inner = self.inner.lock();
         inner
             .held
             .values()
             .filter(|h| {
                 matches!(
-                    h.progress.get(lb),
+                    h.progress.get(slot),
                     Some(LbProgress::Pending | LbProgress::Accepted(_))
                 )
             })
@@ -533,11 +620,14 @@ impl Store {
     /// Nodes on `lb` whose current instruction no write has carried yet: the next read of
     /// `lb` is the base of a write (the writer keeps that read whole, others it only scans).
     pub fn unwritten_on(&self, lb: &str) -> usize {
+        let Some(slot) = self.slot(lb) else {
+            return 0;
+        };
         let inner = self.inner.lock();
         inner
             .held
             .values()
-            .filter(|h| matches!(h.progress.get(lb), Some(LbProgress::Pending)))
+            .filter(|h| matches!(h.progress.get(slot), Some(LbProgress::Pending)))
             .count()
     }
 
@@ -551,6 +641,7 @@ impl Store {
         note: &[String],
     ) {
         let mut emit = Vec::new();
+        let lb_slot = self.slot(lb);
         {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
@@ -561,7 +652,7 @@ impl Store {
             if h.version != version {
                 return;
             }
-            let Some(slot) = h.progress.get_mut(lb) else {
+            let Some(slot) = lb_slot.and_then(|i| h.progress.get_mut(i)) else {
                 return;
             };
             // Never step back from Effective to Accepted within a version.
@@ -572,23 +663,24 @@ impl Store {
             }
             *slot = progress;
             // The LBs this replica answers for: its assignment, or every LB for tool requests.
-            let covered: Vec<&String> = h
-                .progress
-                .keys()
-                .filter(|l| h.source == Source::Tool || inner.ownership.owns(l, now))
-                .collect();
-            let done = |p: Option<&LbProgress>| {
-                matches!(p, Some(LbProgress::Effective(_) | LbProgress::NoEntries))
-            };
-            let accepted = !covered.is_empty()
-                && covered
+            // A bit set over the LB positions: this runs for every node every round.
+            let mut cover = LbSet::default();
+            for (i, l) in self.writers.keys().enumerate() {
+                if h.source == Source::Tool || inner.ownership.owns(l, now) {
+                    cover.insert(i);
+                }
+            }
+            let done =
+                |p: &LbProgress| matches!(p, LbProgress::Effective(_) | LbProgress::NoEntries);
+            let at = |i: usize| h.progress.get(i);
+            let accepted = !cover.is_empty()
+                && cover
                     .iter()
-                    .all(|l| !matches!(h.progress.get(*l), Some(LbProgress::Pending) | None));
-            let effective = !covered.is_empty() && covered.iter().all(|l| done(h.progress.get(*l)));
-            let cover: BTreeSet<String> = covered.iter().map(|l| (*l).clone()).collect();
-            let no_entries = covered
+                    .all(|i| !matches!(at(i), Some(LbProgress::Pending) | None));
+            let effective = !cover.is_empty() && cover.iter().all(|i| at(i).is_some_and(done));
+            let no_entries = cover
                 .iter()
-                .all(|l| matches!(h.progress.get(*l), Some(LbProgress::NoEntries)));
+                .all(|i| matches!(at(i), Some(LbProgress::NoEntries)));
             let reason = if no_entries || !note.is_empty() {
                 note.join("; ")
             } else {
@@ -616,7 +708,7 @@ impl Store {
             }
             // `None` is asserted only until it is true everywhere (every managed LB: with an
             // assignment, that is until the stream stops naming the node).
-            if h.desired == Admin::None && h.progress.values().all(|p| done(Some(p))) {
+            if h.desired == Admin::None && h.progress.iter().all(done) {
                 inner.held.remove(key);
             }
         }
@@ -642,7 +734,7 @@ impl Store {
             if h.phase == ResultPhase::Unspecified {
                 h.phase = ResultPhase::Failed;
             }
-            let cover = h.progress.keys().cloned().collect();
+            let cover = LbSet::all(h.progress.len());
             self.result_of(h, ResultPhase::Failed, reason, will_retry, &cover)
         };
         self.emit(r);
@@ -650,13 +742,16 @@ impl Store {
 
     /// Marks `key` as no longer effective on `lb` (drift found): it will be reported again.
     pub fn drifted(&self, lb: &str, key: &str) {
+        let Some(i) = self.slot(lb) else {
+            return;
+        };
         let mut inner = self.inner.lock();
         if let Some(h) = inner.held.get_mut(key)
-            && let Some(slot) = h.progress.get_mut(lb)
+            && let Some(slot) = h.progress.get_mut(i)
         {
             *slot = LbProgress::Pending;
-            h.accepted_lbs.remove(lb);
-            h.effective_lbs.remove(lb);
+            h.accepted_lbs.remove(i);
+            h.effective_lbs.remove(i);
         }
     }
 
@@ -690,7 +785,7 @@ impl Store {
         phase: ResultPhase,
         reason: String,
         will_retry: bool,
-        cover: &BTreeSet<String>,
+        cover: &LbSet,
     ) -> NodeResult {
         NodeResult {
             node: Some(h.node.clone()),
@@ -702,7 +797,13 @@ impl Store {
             entries: h.entries(),
             at: Some(ts(SystemTime::now())),
             received_at: Some(ts(h.received_at)),
-            load_balancers: cover.iter().cloned().collect(),
+            load_balancers: {
+                let lbs: Vec<&String> = self.writers.keys().collect();
+                cover
+                    .iter()
+                    .filter_map(|i| lbs.get(i).map(|l| (*l).clone()))
+                    .collect()
+            },
         }
     }
 

@@ -124,7 +124,7 @@ fn snapshot_end_drops_unmentioned_stream_nodes_only() {
     );
     let keep: HashSet<String> = ["u2".to_string()].into();
     assert_eq!(s.retain_stream(&keep), 1);
-    let keys: Vec<_> = s.held().into_iter().map(|h| h.key).collect();
+    let keys: Vec<_> = s.held().into_iter().map(|h| h.key.to_string()).collect();
     assert_eq!(keys, vec!["u2", "name:x"]);
 }
 
@@ -188,4 +188,106 @@ fn a_durable_hold_supersedes_memory_only_tool_states_of_the_node() {
         ]
     );
     assert_eq!(s.find_stream("", "node-x").map(|h| h.key), Some("x".into()));
+}
+
+#[test]
+fn lb_sets_hold_positions_past_one_word() {
+    let mut a = LbSet::default();
+    for i in [0, 5, 63, 64, 130] {
+        a.insert(i);
+    }
+    assert_eq!(a.iter().collect::<Vec<_>>(), vec![0, 5, 63, 64, 130]);
+    assert!(a.contains(130) && !a.contains(129) && !a.contains(500));
+    let all = LbSet::all(131);
+    assert!(a.is_subset(&all) && !all.is_subset(&a));
+    a.remove(130);
+    a.remove(0);
+    assert_eq!(a.iter().collect::<Vec<_>>(), vec![5, 63, 64]);
+    assert!(LbSet::default().is_empty() && LbSet::default().is_subset(&a));
+}
+
+#[test]
+fn results_name_the_covered_lbs_and_render_shared_entries_in_full() {
+    let s = mk_store();
+    let mut rx = s.subscribe();
+    s.offer(
+        "u1".into(),
+        mk_node("u1"),
+        NodeSpec::default(),
+        Admin::Down,
+        s.next_tool_version(),
+        Source::Tool,
+        vec![],
+        None,
+    );
+    let version = s.held()[0].version;
+    let entry = IndexedEntry {
+        lb: "a".into(),
+        lb_id: "/subscriptions/s/lb/a".into(),
+        pool: "kubernetes".into(),
+        entry: "e1".into(),
+        ipc: Some((
+            "/subscriptions/s/vmss/virtualMachines/".into(),
+            "3/networkInterfaces/nic/ipConfigurations/ipconfig1".into(),
+        )),
+        ip: None,
+        admin: Admin::Down,
+        settled: true,
+        probed: true,
+    };
+    let ip_based = IndexedEntry {
+        entry: "e2".into(),
+        ipc: None,
+        ip: Some("fd00::7".parse().unwrap()),
+        ..entry.clone()
+    };
+    s.report(
+        "a",
+        "u1",
+        version,
+        LbProgress::Effective(vec![entry, ip_based]),
+        &[],
+    );
+    s.report("b", "u1", version, LbProgress::NoEntries, &[]);
+    let results: Vec<NodeResult> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    let effective = results
+        .iter()
+        .find(|r| r.phase == ResultPhase::Effective as i32)
+        .expect("an EFFECTIVE result");
+    assert_eq!(effective.load_balancers, vec!["a", "b"]);
+    let rendered: Vec<_> = effective
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.load_balancer.as_str(),
+                e.load_balancer_id.as_str(),
+                e.pool.as_str(),
+                e.entry.as_str(),
+                e.ip_configuration_id.as_str(),
+                e.ip_address.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rendered,
+        vec![
+            (
+                "a",
+                "/subscriptions/s/lb/a",
+                "kubernetes",
+                "e1",
+                "/subscriptions/s/vmss/virtualMachines/3/networkInterfaces/nic/ipConfigurations/ipconfig1",
+                ""
+            ),
+            (
+                "a",
+                "/subscriptions/s/lb/a",
+                "kubernetes",
+                "e2",
+                "",
+                "fd00::7"
+            ),
+        ]
+    );
 }

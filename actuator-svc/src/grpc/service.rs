@@ -368,7 +368,7 @@ impl ActuatorService {
         let spec = self
             .store
             .find_stream(&w.node.uid, &w.node.name)
-            .map_or(w.spec.clone(), |h| h.spec);
+            .map_or_else(|| Arc::new(w.spec.clone()), |h| h.spec);
         let (index, _) = self.cache.index(None);
         let effective = result.phase == ResultPhase::Effective as i32;
         result.entries = index

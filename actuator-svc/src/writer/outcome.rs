@@ -38,7 +38,7 @@ pub fn report_settled(store: &Store, lb: &str, plan: &LbPlan, targets: &[TargetV
 pub fn refused(plan: &LbPlan) -> BTreeMap<String, String> {
     plan.targets
         .iter()
-        .filter_map(|t| t.refused.as_ref().map(|r| (t.key.clone(), r.clone())))
+        .filter_map(|t| t.refused.as_ref().map(|r| (t.key.to_string(), r.clone())))
         .collect()
 }
 

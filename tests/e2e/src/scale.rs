@@ -76,15 +76,35 @@ pub fn snapshot(stack: &Stack) -> Vec<(String, Mem)> {
         .collect()
 }
 
-/// The memory limit deploy/base sets for `service` (`actuator-svc` or `signal-svc`), bytes.
-pub fn deploy_limit(service: &str) -> anyhow::Result<u64> {
+/// The container of deploy/base's Deployment of `service` (`actuator-svc` or `signal-svc`).
+fn deploy_container(service: &str) -> anyhow::Result<(PathBuf, serde_yaml::Value)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/base")
         .join(service)
         .join("deployment.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     let doc: serde_yaml::Value = serde_yaml::from_str(&text)?;
-    let limit = doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    Ok((
+        path,
+        doc["spec"]["template"]["spec"]["containers"][0].clone(),
+    ))
+}
+
+/// The value deploy/base gives the environment variable `name` of `service`, if any.
+pub fn deploy_env(service: &str, name: &str) -> anyhow::Result<Option<String>> {
+    let (_, container) = deploy_container(service)?;
+    Ok(container["env"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"].as_str() == Some(name))
+        .and_then(|e| e["value"].as_str().map(str::to_string)))
+}
+
+/// The memory limit deploy/base sets for `service` (`actuator-svc` or `signal-svc`), bytes.
+pub fn deploy_limit(service: &str) -> anyhow::Result<u64> {
+    let (path, container) = deploy_container(service)?;
+    let limit = container["resources"]["limits"]["memory"]
         .as_str()
         .with_context(|| format!("{}: no memory limit", path.display()))?;
     parse_quantity(limit).with_context(|| format!("memory limit {limit:?}"))
@@ -122,6 +142,8 @@ pub struct ScaleOptions {
     pub run_dir: PathBuf,
     /// Realistic ARM timings (the bench) or fast ones (the smoke test).
     pub realistic: bool,
+    /// More actuator flags (e.g. `--base-cache-budget=64Mi` to compare).
+    pub actuator_args: Vec<String>,
 }
 
 impl ScaleOptions {
@@ -133,6 +155,7 @@ impl ScaleOptions {
             sample_every: Duration::from_secs(10),
             run_dir,
             realistic: true,
+            actuator_args: Vec::new(),
         }
     }
 }
@@ -144,8 +167,11 @@ pub struct Resync {
     pub asserted: usize,
     /// Restart to `/ready` 200.
     pub ready: Duration,
-    /// Restart to its `snapshot applied` log line, and the node count that line gave.
+    /// Restart to its `snapshot applied` log line (by the line's own time stamp, not when
+    /// the bench read it), and the node count that line gave.
     pub snapshot: Option<(Duration, u64)>,
+    /// Restart to its `actuator-svc started` log line (process exec and configuration).
+    pub started: Option<Duration>,
     /// Restart to a node tainted right after the restart being effective in ARM.
     pub effective: Duration,
 }
@@ -202,11 +228,37 @@ pub struct Soak {
     pub problems: Vec<String>,
 }
 
+/// ARM requests on the load balancers during one leg of the wave.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LbCalls {
+    /// GETs of an LB (whole reads and completion probes alike: ARM sends the document).
+    pub gets: usize,
+    pub puts: usize,
+}
+
+/// Counts the LB GETs and PUTs ARM answered from `since` on.
+fn lb_calls(arm: &arm_sim::ArmSim, since: jiff::Timestamp) -> LbCalls {
+    let mut c = LbCalls::default();
+    for r in arm.requests() {
+        if r.time < since || !r.path.contains("/loadBalancers/") {
+            continue;
+        }
+        match r.method.as_str() {
+            "GET" => c.gets += 1,
+            "PUT" => c.puts += 1,
+            _ => {}
+        }
+    }
+    c
+}
+
 /// Everything measured at one size.
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub nodes: usize,
     pub wave: usize,
+    /// LB requests of the wave's Down leg and of its restore leg.
+    pub wave_calls: [LbCalls; 2],
     /// Start-up to ready per service process.
     pub startup: Vec<(String, Duration)>,
     /// Memory after the wave was tainted and restored.
@@ -229,6 +281,7 @@ fn stack_options(o: &ScaleOptions) -> StackOptions {
     // The resync asserts every node but one Down: memory is measured here, not the
     // blast-radius guard (default 0.5), which would leave half of them to the health probe.
     s.actuator_args.push("--max-down-share=1.0".into());
+    s.actuator_args.extend(o.actuator_args.iter().cloned());
     s
 }
 
@@ -331,12 +384,28 @@ async fn set_all(sb: &mut Sandbox, nodes: &[String], state: State) -> anyhow::Re
     Ok(())
 }
 
+/// The first line containing `what` an actuator logged after byte `from` of its log, if any.
+fn log_line(log: &Path, from: u64, what: &str) -> Option<String> {
+    let bytes = std::fs::read(log).ok()?;
+    let text = String::from_utf8_lossy(bytes.get(from as usize..)?);
+    text.lines().find(|l| l.contains(what)).map(str::to_string)
+}
+
+/// The time stamp a plain-format log line starts with.
+fn line_time(line: &str) -> Option<jiff::Timestamp> {
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// From `since` to the time stamp of `line` (zero if the line is earlier).
+fn after(since: jiff::Timestamp, line: &str) -> Option<Duration> {
+    let d = line_time(line)?.duration_since(since);
+    Some(Duration::try_from(d).unwrap_or_default())
+}
+
 /// The `snapshot applied` line an actuator logged after byte `from` of its log, if any:
 /// returns the node count it gives.
 fn snapshot_line(log: &Path, from: u64) -> Option<u64> {
-    let bytes = std::fs::read(log).ok()?;
-    let text = String::from_utf8_lossy(bytes.get(from as usize..)?);
-    let line = text.lines().find(|l| l.contains("snapshot applied"))?;
+    let line = log_line(log, from, "snapshot applied")?;
     // Plain format `nodes=N`; JSON format `"nodes":N`.
     let rest = line
         .split("nodes=")
@@ -390,11 +459,16 @@ async fn resync(sb: &mut Sandbox) -> anyhow::Result<Resync> {
     let mut snapshot = None;
     while t0.elapsed() < Duration::from_secs(60) {
         if let Some(n) = snapshot_line(&log, from) {
-            snapshot = Some((t0.elapsed(), n));
+            // When the line says it happened (the log is read only after ready).
+            let at = log_line(&log, from, "snapshot applied")
+                .and_then(|l| after(since, &l))
+                .unwrap_or_else(|| t0.elapsed());
+            snapshot = Some((at, n));
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let started = log_line(&log, from, "actuator-svc started").and_then(|l| after(since, &l));
     sb.wait_state(std::slice::from_ref(&probe), State::Down, since, long)
         .await
         .map_err(anyhow::Error::msg)?;
@@ -406,6 +480,7 @@ async fn resync(sb: &mut Sandbox) -> anyhow::Result<Resync> {
         asserted: all.len(),
         ready,
         snapshot,
+        started,
         effective,
     })
 }
@@ -568,8 +643,12 @@ pub async fn run(o: &ScaleOptions) -> anyhow::Result<Figures> {
     );
     let spread = Duration::from_secs(2);
     let timeout = Duration::from_secs(300);
+    let t = jiff::Timestamp::now();
     crate::wave::play(&mut sb, &wave, State::Down, spread, put, op, timeout).await?;
+    let t2 = jiff::Timestamp::now();
+    let down = lb_calls(&sb.stack.arm, t);
     crate::wave::play(&mut sb, &wave, State::None, spread, put, op, timeout).await?;
+    figures.wave_calls = [down, lb_calls(&sb.stack.arm, t2)];
     figures.after_wave = snapshot(&sb.stack);
 
     figures.resync = resync(&mut sb).await?;
@@ -632,12 +711,22 @@ pub fn report(all: &[Figures]) -> String {
         }
     }
     line(String::new());
+    for f in all {
+        let [down, up] = f.wave_calls;
+        line(format!(
+            "wave of {} at {} nodes, LB requests to ARM (both actuators): Down leg {} GET / {} PUT, restore leg {} GET / {} PUT",
+            f.wave, f.nodes, down.gets, down.puts, up.gets, up.puts
+        ));
+    }
+    line(String::new());
     line("resync of actuator-0, SIGKILLed with every node but one asserted Down:".into());
     for f in all {
         let r = &f.resync;
         line(format!(
-            "  {:>5} nodes: ready {:.2} s | snapshot applied {} | probe node effective {:.2} s",
+            "  {:>5} nodes: process started {} | ready {:.2} s | snapshot applied {} | probe node effective {:.2} s",
             f.nodes,
+            r.started
+                .map_or("-".into(), |d| format!("{:.2} s", d.as_secs_f64())),
             r.ready.as_secs_f64(),
             r.snapshot.map_or("never logged".into(), |(d, n)| format!(
                 "{:.2} s ({n} nodes)",
@@ -718,6 +807,19 @@ mod tests {
     }
 
     #[test]
+    fn the_stack_runs_the_allocator_settings_of_deploy() {
+        for svc in ["actuator-svc", "signal-svc"] {
+            assert_eq!(
+                deploy_env(svc, crate::stack::JEMALLOC_CONF_VAR)
+                    .unwrap()
+                    .as_deref(),
+                Some(crate::stack::JEMALLOC_CONF),
+                "{svc}"
+            );
+        }
+    }
+
+    #[test]
     fn quantities_and_slopes() {
         assert_eq!(parse_quantity("64Mi"), Some(64 << 20));
         assert_eq!(parse_quantity("1G"), Some(1_000_000_000));
@@ -741,5 +843,16 @@ mod tests {
         let second = std::fs::read_to_string(&log).unwrap().find('\n').unwrap() as u64 + 1;
         assert_eq!(snapshot_line(&log, second), Some(4999));
         assert_eq!(snapshot_line(&log, 10_000), None);
+    }
+
+    #[test]
+    fn log_lines_are_timed_by_their_own_stamp() {
+        let since: jiff::Timestamp = "2026-11-23T16:55:19.000000Z".parse().unwrap();
+        let line = "2026-11-23T16:55:20.721859Z  INFO actuator_svc::grpc::service: snapshot applied nodes=5000 dropped=0";
+        let d = after(since, line).unwrap();
+        assert!((d.as_secs_f64() - 1.721859).abs() < 1e-6, "{d:?}");
+        assert_eq!(after(since, "no stamp here"), None);
+        let earlier: jiff::Timestamp = "2026-11-23T16:56:00Z".parse().unwrap();
+        assert_eq!(after(earlier, line), Some(Duration::ZERO));
     }
 }

@@ -12,6 +12,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The user signal-svc authenticates as to kube-sim (its ServiceAccount, as in a cluster).
+/// The variable both services' allocator (jemalloc, prefixed build) reads its settings from.
+pub const JEMALLOC_CONF_VAR: &str = "_RJEM_MALLOC_CONF";
+/// Its value in deploy/ (see the actuator's deployment.yaml for why).
+pub const JEMALLOC_CONF: &str =
+    "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:2";
+
+/// The allocator settings a service runs with: deploy/'s, unless this process sets the
+/// variable itself (a bench comparing settings).
+fn jemalloc_conf() -> String {
+    std::env::var(JEMALLOC_CONF_VAR).unwrap_or_else(|_| JEMALLOC_CONF.into())
+}
+
 pub const SIGNAL_CALLER: &str = "system:serviceaccount:cutover:signal-svc";
 pub const SIGNAL_NAMESPACE: &str = "cutover";
 pub const SIGNAL_SERVICE_ACCOUNT: &str = "signal-svc";
@@ -254,16 +266,8 @@ impl Stack {
             .arg(format!("--tool-clients={}", certs::TOOL_NAME))
             .args(self.options.actuator_args.clone())
             .env("RUST_LOG", "info")
-            // As deploy/ runs it (malloc settings: see its deployment.yaml); a bench may
-            // compare by setting these variables itself.
-            .env(
-                "MALLOC_ARENA_MAX",
-                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
-            )
-            .env(
-                "MALLOC_MMAP_THRESHOLD_",
-                std::env::var("MALLOC_MMAP_THRESHOLD_").unwrap_or_else(|_| "1048576".into()),
-            );
+            // As deploy/ runs it.
+            .env(JEMALLOC_CONF_VAR, jemalloc_conf());
         Ok(Service {
             name,
             spec,
@@ -292,7 +296,8 @@ impl Stack {
             .arg(format!("--tls-key={}", file(&p.signal.key)?))
             .arg(format!("--tls-server-name={}", certs::ACTUATOR_NAME))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            .env(JEMALLOC_CONF_VAR, jemalloc_conf());
         Ok(Service {
             name,
             spec,

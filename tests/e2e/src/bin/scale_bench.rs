@@ -34,6 +34,9 @@ struct Cli {
     /// Fast ARM timings (PUT and operation in milliseconds) instead of Azure's.
     #[arg(long)]
     fast: bool,
+    /// An extra actuator flag (repeatable), e.g. `--actuator-arg=--base-cache-budget=64Mi`.
+    #[arg(long, allow_hyphen_values = true)]
+    actuator_arg: Vec<String>,
     /// Where logs go (default: target/scale-bench/<time>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -69,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
         );
         o.sample_every = Duration::from_secs(cli.sample_secs);
         o.realistic = !cli.fast;
+        o.actuator_args = cli.actuator_arg.clone();
         if let Some(w) = cli.wave {
             o.wave = w.min(n);
         }
