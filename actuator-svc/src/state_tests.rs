@@ -32,6 +32,20 @@ fn offer(s: &Store, uid: &str, desired: Admin, ver: Version) -> Offer {
     )
 }
 
+/// A tool's `Down` for the node `name`, under `key`.
+fn offer_tool(s: &Store, key: String, name: &str) -> Offer {
+    s.offer(
+        key,
+        mk_node(name),
+        NodeSpec::default(),
+        Admin::Down,
+        s.next_tool_version(),
+        Source::Tool,
+        vec![],
+        None,
+    )
+}
+
 fn phases(rx: &mut broadcast::Receiver<NodeResult>) -> Vec<(u64, ResultPhase)> {
     let mut out = Vec::new();
     while let Ok(r) = rx.try_recv() {
@@ -112,16 +126,7 @@ fn snapshot_end_drops_unmentioned_stream_nodes_only() {
     let s = mk_store();
     offer(&s, "u1", Admin::Down, v(1, 1));
     offer(&s, "u2", Admin::Down, v(1, 2));
-    s.offer(
-        "name:x".into(),
-        mk_node("x"),
-        NodeSpec::default(),
-        Admin::Down,
-        s.next_tool_version(),
-        Source::Tool,
-        vec![],
-        None,
-    );
+    offer_tool(&s, "name:x".into(), "x");
     let keep: HashSet<String> = ["u2".to_string()].into();
     assert_eq!(s.retain_stream(&keep), 1);
     let keys: Vec<_> = s.held().into_iter().map(|h| h.key.to_string()).collect();
@@ -166,16 +171,7 @@ fn fleet_status_moves_forward_only_and_follows_the_newest_version() {
 fn a_durable_hold_supersedes_memory_only_tool_states_of_the_node() {
     let s = mk_store();
     for name in ["x", "y"] {
-        s.offer(
-            format!("name:{name}"),
-            mk_node(name),
-            NodeSpec::default(),
-            Admin::Down,
-            s.next_tool_version(),
-            Source::Tool,
-            vec![],
-            None,
-        );
+        offer_tool(&s, format!("name:{name}"), name);
     }
     offer(&s, "x", Admin::Down, v(1, 1));
     assert_eq!(s.drop_tool_states("node-x"), 1);
@@ -210,16 +206,7 @@ fn lb_sets_hold_positions_past_one_word() {
 fn results_name_the_covered_lbs_and_render_shared_entries_in_full() {
     let s = mk_store();
     let mut rx = s.subscribe();
-    s.offer(
-        "u1".into(),
-        mk_node("u1"),
-        NodeSpec::default(),
-        Admin::Down,
-        s.next_tool_version(),
-        Source::Tool,
-        vec![],
-        None,
-    );
+    offer_tool(&s, "u1".into(), "u1");
     let version = s.held()[0].version;
     let entry = IndexedEntry {
         lb: "a".into(),
