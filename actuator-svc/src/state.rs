@@ -601,25 +601,19 @@ impl Store {
 
     /// Nodes with work left on `lb` (for the queue-depth gauge).
     pub fn pending_on(&self, lb: &str) -> usize {
-        let Some(slot) = self.slot(lb) else {
-            return 0;
-        };
-        let inner = self.inner.lock();
-        inner
-            .held
-            .values()
-            .filter(|h| {
-                matches!(
-                    h.progress.get(slot),
-                    Some(LbProgress::Pending | LbProgress::Accepted(_))
-                )
-            })
-            .count()
+        self.count_on(lb, |p| {
+            matches!(p, LbProgress::Pending | LbProgress::Accepted(_))
+        })
     }
 
     /// Nodes on `lb` whose current instruction no write has carried yet: the next read of
     /// `lb` is the base of a write (the writer keeps that read whole, others it only scans).
     pub fn unwritten_on(&self, lb: &str) -> usize {
+        self.count_on(lb, |p| matches!(p, LbProgress::Pending))
+    }
+
+    /// Held nodes whose progress on `lb` satisfies `f`.
+    fn count_on(&self, lb: &str, f: impl Fn(&LbProgress) -> bool) -> usize {
         let Some(slot) = self.slot(lb) else {
             return 0;
         };
@@ -627,7 +621,7 @@ impl Store {
         inner
             .held
             .values()
-            .filter(|h| matches!(h.progress.get(slot), Some(LbProgress::Pending)))
+            .filter(|h| h.progress.get(slot).is_some_and(&f))
             .count()
     }
 

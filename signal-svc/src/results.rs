@@ -4,7 +4,7 @@
 
 use crate::domain::coverage::{Coverage, Reached};
 use crate::state::Shared;
-use cutover_proto::v1::{AdminState, NodeRef, NodeResult, NodeStatus, ResultPhase};
+use cutover_proto::v1::{AdminState, NodeResult, ResultPhase};
 use jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::sync::Arc;
@@ -57,15 +57,9 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
             Reached::Failed => ResultPhase::Failed,
         };
         // No stream listening is fine: a stream that opens later gets `fleet_statuses`.
-        let _ = shared.statuses.send(NodeStatus {
-            node: Some(NodeRef {
-                name: node.name.clone(),
-                uid: node.uid.clone(),
-                ..NodeRef::default()
-            }),
-            version: Some(version),
-            phase: phase as i32,
-        });
+        let _ = shared.statuses.send(crate::state::node_status(
+            &node.name, &node.uid, version, phase,
+        ));
     }
     for step in reached {
         match step {
@@ -201,6 +195,7 @@ mod tests {
     use crate::domain::node::NodeView;
     use crate::domain::taints::TriggerSet;
     use crate::state::Core;
+    use cutover_proto::v1::NodeRef;
     use cutover_proto::v1::Version;
 
     fn shared_with_down_node() -> Shared {

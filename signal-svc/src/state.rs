@@ -5,7 +5,7 @@ use crate::domain::coverage::Coverage;
 use crate::domain::dispatch::Dispatcher;
 use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
-use cutover_proto::v1::{NodeRef, NodeStatus};
+use cutover_proto::v1::{NodeRef, NodeStatus, ResultPhase, Version};
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -92,15 +92,7 @@ impl Shared {
                     return None;
                 }
                 let node = current.node.as_ref()?;
-                Some(NodeStatus {
-                    node: Some(NodeRef {
-                        name: node.name.clone(),
-                        uid: node.uid.clone(),
-                        ..NodeRef::default()
-                    }),
-                    version: Some(version),
-                    phase: phase as i32,
-                })
+                Some(node_status(&node.name, &node.uid, version, phase))
             })
             .collect()
     }
@@ -272,5 +264,18 @@ impl Shared {
         let endpoints = self.core.lock().dispatch.endpoints().to_vec();
         let ready = self.streams_ready.lock();
         !endpoints.is_empty() && endpoints.iter().all(|e| ready.contains(e))
+    }
+}
+
+/// The fleet-wide status of one node's `version` (sent down every stream).
+pub fn node_status(name: &str, uid: &str, version: Version, phase: ResultPhase) -> NodeStatus {
+    NodeStatus {
+        node: Some(NodeRef {
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            ..NodeRef::default()
+        }),
+        version: Some(version),
+        phase: phase as i32,
     }
 }

@@ -8,6 +8,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 use std::path::{Path, PathBuf};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// Paths of one PEM certificate and its key.
 #[derive(Debug, Clone)]
@@ -25,6 +26,19 @@ pub struct Pki {
     pub tool: CertFiles,
     /// A client certificate from the same CA whose identity is on no allow-list.
     pub stranger: CertFiles,
+}
+
+impl Pki {
+    /// TLS for a tool talking to an actuator: this CA, the tool's client certificate.
+    pub fn tool_tls(&self) -> anyhow::Result<ClientTlsConfig> {
+        Ok(ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(std::fs::read(&self.ca)?))
+            .identity(Identity::from_pem(
+                std::fs::read(&self.tool.cert)?,
+                std::fs::read(&self.tool.key)?,
+            ))
+            .domain_name(ACTUATOR_NAME))
+    }
 }
 
 /// DNS name in the actuator's serving certificate (and the `--tls-server-name` clients use).

@@ -2,14 +2,14 @@
 //! certificate), so scenarios can show when each node's change was accepted and effective as
 //! the actuator reports it. Reconnects while actuators restart.
 
-use crate::certs::{ACTUATOR_NAME, Pki};
+use crate::certs::Pki;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::{AdminState, ResultPhase, WatchResultsRequest};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::StreamExt;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::Endpoint;
 
 /// One result as received.
 #[derive(Debug, Clone)]
@@ -33,13 +33,7 @@ impl Results {
     /// Starts one follower task per actuator gRPC port.
     pub fn follow(pki: &Pki, ports: &[u16]) -> anyhow::Result<Results> {
         let results = Results::default();
-        let tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(std::fs::read(&pki.ca)?))
-            .identity(Identity::from_pem(
-                std::fs::read(&pki.tool.cert)?,
-                std::fs::read(&pki.tool.key)?,
-            ))
-            .domain_name(ACTUATOR_NAME);
+        let tls = pki.tool_tls()?;
         for port in ports {
             let endpoint = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
                 .tls_config(tls.clone())?

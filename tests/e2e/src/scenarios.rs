@@ -2,7 +2,6 @@
 //! the Kubernetes API (or kills a process, or injects an ARM fault), waits for the outcome on
 //! the ARM side, and records latencies, ARM calls and any problem with the end state.
 
-use crate::certs::ACTUATOR_NAME;
 use crate::judge::State;
 use crate::kube_ops::{OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION};
 use crate::sandbox::{Outcome, Sandbox, ms};
@@ -14,7 +13,7 @@ use cutover_proto::v1::{
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use std::time::{Duration, Instant};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Channel, Endpoint};
 
 /// Every scenario, in the order the sandbox plays them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -695,13 +694,7 @@ async fn tool_client(sb: &Sandbox, i: usize) -> anyhow::Result<ActuatorClient<Ch
     let port = sb.stack.actuators[i]
         .grpc_port
         .ok_or_else(|| anyhow::anyhow!("actuator {i} has no gRPC port"))?;
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(std::fs::read(&pki.ca)?))
-        .identity(Identity::from_pem(
-            std::fs::read(&pki.tool.cert)?,
-            std::fs::read(&pki.tool.key)?,
-        ))
-        .domain_name(ACTUATOR_NAME);
+    let tls = pki.tool_tls()?;
     let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
         .tls_config(tls)?
         .connect_timeout(Duration::from_secs(2))
