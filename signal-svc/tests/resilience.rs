@@ -20,13 +20,13 @@ const OOS: &str = "node.kubernetes.io/out-of-service";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_closed_watches_compaction_and_list_errors_without_duplicates() {
-    let c = cluster(8).await;
+    let c = sim_cluster(8).await;
     let act = FakeActuator::start("a", Mode::Effective).await;
     let svc = start(&c, "pod-a", &[act.endpoint()], &[]).await;
     svc.wait_ready().await;
     let n = c.node_names().await;
 
-    c.sim.close_watches();
+    c.sim().close_watches();
     c.add_taint(&n[0], OOS, None, "NoExecute").await;
     eventually("Down after re-watch", || async {
         (act.state.latest_state(&n[0]) == Some(AdminState::Down)).then_some(())
@@ -34,8 +34,8 @@ async fn survives_closed_watches_compaction_and_list_errors_without_duplicates()
     .await;
 
     // History gone: re-watches get 410 in-stream, the watchers relist.
-    c.sim.compact();
-    c.sim.close_watches();
+    c.sim().compact();
+    c.sim().close_watches();
     c.add_taint(&n[1], OOS, None, "NoExecute").await;
     c.remove_taint(&n[0], OOS).await;
     c.preempt_event("ev-after-compact", &n[2], NOTICE, 1).await;
@@ -60,9 +60,9 @@ async fn survives_closed_watches_compaction_and_list_errors_without_duplicates()
     let mut rule = kube_sim::FailRule::new(500, 2);
     rule.verb = Some("LIST".into());
     rule.path_prefix = Some("/api/v1/nodes".into());
-    c.sim.fail_next(rule);
-    c.sim.compact();
-    c.sim.close_watches();
+    c.sim().fail_next(rule);
+    c.sim().compact();
+    c.sim().close_watches();
     c.add_taint(&n[3], OOS, None, "NoExecute").await;
     eventually("Down after failed relists", || async {
         (act.state.latest_state(&n[3]) == Some(AdminState::Down)).then_some(())

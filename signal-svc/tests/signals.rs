@@ -311,16 +311,16 @@ async fn recreated_node_starts_from_its_own_taints() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn taint_patch_survives_concurrent_writers() {
-    let c = cluster(6).await;
+    let c = sim_cluster(6).await;
     let names = c.node_names().await;
     let node = names[0].clone();
     let uid = c.uid(&node).await;
     c.add_taint(&node, "example.com/first", None, "PreferNoSchedule")
         .await;
     // Widen the read-modify-write window and keep another writer appending taints.
-    c.sim.set_latency(Duration::from_millis(15));
+    c.sim().set_latency(Duration::from_millis(15));
     let writer = {
-        let c2 = kube::Client::try_from(kube::Config::new(c.sim.url().parse().unwrap())).unwrap();
+        let c2 = kube::Client::try_from(kube::Config::new(c.sim().url().parse().unwrap())).unwrap();
         let node = node.clone();
         tokio::spawn(async move {
             let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c2);
@@ -345,7 +345,7 @@ async fn taint_patch_survives_concurrent_writers() {
     let outcome = signal_svc::taint::add_taint(&api, &req).await.unwrap();
     assert_eq!(outcome, signal_svc::taint::Outcome::Added);
     writer.await.unwrap();
-    c.sim.set_latency(Duration::ZERO);
+    c.sim().set_latency(Duration::ZERO);
     let taints = c.taints(&node).await;
     assert_eq!(taints.iter().filter(|(k, ..)| k == DRAINING).count(), 1);
     for i in 0..20 {
@@ -370,13 +370,13 @@ async fn taint_patch_survives_concurrent_writers() {
     };
     let mut rule = kube_sim::FailRule::new(409, 2);
     rule.verb = Some("PATCH".into());
-    c.sim.fail_next(rule);
+    c.sim().fail_next(rule);
     assert_eq!(
         signal_svc::taint::add_taint(&api, &req2).await.unwrap(),
         signal_svc::taint::Outcome::Added
     );
     let patches = c
-        .sim
+        .sim()
         .requests()
         .into_iter()
         .filter(|r| r.method == "PATCH" && r.path.contains(&node2))
@@ -445,12 +445,13 @@ async fn dry_run_writes_and_sends_nothing() {
             .all(|(k, ..)| k != DRAINING)
     );
     assert_eq!(act.state.streams.lock().len(), 0);
-    let leases = c
-        .sim
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.contains("leases"))
-        .count();
-    assert_eq!(leases, 0);
+    // Nothing written: no Lease taken, no Node event recorded.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(c.client.clone(), "cutover");
+    assert_eq!(
+        leases.list(&Default::default()).await.unwrap().items.len(),
+        0
+    );
+    assert!(c.node_events(&names[1]).await.is_empty());
     svc.stop().await;
 }

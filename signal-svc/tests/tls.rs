@@ -73,7 +73,6 @@ async fn streams_over_mtls_and_refuses_without_client_cert() {
         &[
             &format!("--tls-ca={ca}"),
             "--tls-server-name=actuator-svc.cutover.svc",
-            "--lease-name=other",
         ],
     )
     .await;

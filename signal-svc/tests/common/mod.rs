@@ -51,17 +51,73 @@ where
 }
 
 // ------------------------------------------------------------------------------------------
-// kube-sim
+// The Kubernetes side: a real kube-apiserver and etcd by default, kube-sim where a test needs
+// its fault injection
 // ------------------------------------------------------------------------------------------
 
+pub enum Backend {
+    Real(kube_real::RealApiServer),
+    Sim(KubeSim),
+}
+
+/// A cluster seeded with the AKS-like fixture. `client` is an admin (the tests act as
+/// operators and emitters); `kubeconfig` is what signal-svc runs with: on the real server,
+/// the token of deploy/base's `signal-svc` ServiceAccount under deploy/base's RBAC.
 pub struct Cluster {
-    pub sim: KubeSim,
+    pub backend: Backend,
     pub client: kube::Client,
     pub dir: tempfile::TempDir,
     pub kubeconfig: std::path::PathBuf,
 }
 
+/// deploy/base's namespace and signal-svc RBAC, as a user installs them.
+pub fn signal_rbac_manifests() -> String {
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base");
+    [
+        "namespace.yaml",
+        "signal-svc/serviceaccount.yaml",
+        "signal-svc/rbac.yaml",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(format!("{base}/{f}")).unwrap())
+    .collect::<Vec<_>>()
+    .join("\n---\n")
+}
+
+/// A real API server with `nodes` fixture nodes, deploy/base's RBAC applied.
 pub async fn cluster(nodes: usize) -> Cluster {
+    cluster_with_rbac(nodes, &signal_rbac_manifests()).await
+}
+
+/// As [`cluster`], with the given RBAC manifests instead of deploy/base's.
+pub async fn cluster_with_rbac(nodes: usize, rbac: &str) -> Cluster {
+    let server = kube_real::RealApiServer::start().await.unwrap();
+    let client = server.admin_client().unwrap();
+    let objects = kube_real::manifests::parse(rbac).unwrap();
+    kube_real::manifests::apply(&client, &objects, "cutover")
+        .await
+        .unwrap();
+    kube_real::seed::nodes(&client, &Seed::preset("aks", nodes).unwrap())
+        .await
+        .unwrap();
+    let token = server
+        .service_account_token("cutover", "signal-svc", Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_token_kubeconfig(&kubeconfig, &token).unwrap();
+    Cluster {
+        backend: Backend::Real(server),
+        client,
+        dir,
+        kubeconfig,
+    }
+}
+
+/// kube-sim with `nodes` fixture nodes, for tests that inject faults (latency, failures,
+/// watch drops, compaction) the real server has no switch for.
+pub async fn sim_cluster(nodes: usize) -> Cluster {
     let options = Options {
         seed: Seed::preset("aks", nodes).unwrap(),
         ..Options::default()
@@ -72,7 +128,7 @@ pub async fn cluster(nodes: usize) -> Cluster {
     sim.write_kubeconfig(&kubeconfig).unwrap();
     let client = kube::Client::try_from(kube::Config::new(sim.url().parse().unwrap())).unwrap();
     Cluster {
-        sim,
+        backend: Backend::Sim(sim),
         client,
         dir,
         kubeconfig,
@@ -80,6 +136,14 @@ pub async fn cluster(nodes: usize) -> Cluster {
 }
 
 impl Cluster {
+    /// kube-sim's fault switches; only clusters from [`sim_cluster`] have them.
+    pub fn sim(&self) -> &KubeSim {
+        match &self.backend {
+            Backend::Sim(sim) => sim,
+            Backend::Real(_) => panic!("this test injects faults: start it with sim_cluster()"),
+        }
+    }
+
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }

@@ -19,7 +19,7 @@ pub fn kubectl() -> anyhow::Result<PathBuf> {
         .find(|p| p.exists())
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "kubectl not found on PATH: tests/run.sh installs it (Debian kubernetes-client)"
+                "kubectl not found on PATH: tests/run.sh builds it into target/tools/bin (tests/tools/build.sh)"
             )
         })
 }

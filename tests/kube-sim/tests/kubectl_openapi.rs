@@ -17,7 +17,7 @@ fn kubectl_path() -> PathBuf {
         .map(|dir| dir.join("kubectl"))
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
-            panic!("kubectl not found on PATH: install it (tests/run.sh does: apt-get install kubernetes-client)")
+            panic!("kubectl not found on PATH: tests/run.sh builds it into target/tools/bin (tests/tools/build.sh)")
         })
 }
 
