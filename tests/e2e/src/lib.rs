@@ -13,6 +13,7 @@ pub mod http;
 pub mod images;
 pub mod judge;
 pub mod kube_ops;
+pub mod kube_side;
 pub mod manifests;
 pub mod observe;
 pub mod procs;

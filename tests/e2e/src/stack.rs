@@ -4,6 +4,7 @@
 
 use crate::bins;
 use crate::certs::{self, Pki};
+pub use crate::kube_side::{KubeKind, KubeSide};
 use crate::procs::{Proc, Spec};
 use anyhow::{Context, bail};
 use std::net::TcpListener;
@@ -73,6 +74,8 @@ pub struct StackOptions {
     pub actuator_args: Vec<String>,
     /// How the services are started ([`FromTarget`] unless a test says otherwise).
     pub launcher: Arc<dyn Launcher>,
+    /// The Kubernetes API server: real, or kube-sim where faults are injected.
+    pub kube: KubeKind,
 }
 
 impl StackOptions {
@@ -98,6 +101,7 @@ impl StackOptions {
             kube_objects: None,
             actuator_args: Vec::new(),
             launcher: Arc::new(FromTarget),
+            kube: KubeKind::best_available(),
         }
     }
 
@@ -107,6 +111,8 @@ impl StackOptions {
         // Two replicas keep the test suite's process count (and CI time) down; the sandbox and
         // wave_bench run three.
         options.actuators = 2;
+        // The tests hold the product to the real API server (tests/run.sh builds it).
+        options.kube = KubeKind::Real;
         options.arm_tuning = arm_sim::faults::Tuning {
             completion_delay_ms: 300,
             ..arm_sim::faults::Tuning::default()
@@ -135,11 +141,11 @@ impl Service {
 pub struct Stack {
     pub options: StackOptions,
     pub cluster: aks_fixture::Cluster,
-    pub kube: kube_sim::KubeSim,
+    pub kube: KubeSide,
     pub arm: arm_sim::ArmSim,
     pub kubeconfig: PathBuf,
     /// signal-svc's own kubeconfig (a token of its ServiceAccount and the cluster CA): its
-    /// requests carry [`SIGNAL_CALLER`] in kube-sim's log.
+    /// requests carry [`SIGNAL_CALLER`] (in kube-sim's log, or the real server's audit).
     pub signal_kubeconfig: PathBuf,
     pub azure_json: PathBuf,
     pub pki: Pki,
@@ -173,27 +179,18 @@ impl Stack {
         bins::build_all()?;
         let cluster = aks_fixture::preset_sized(&options.preset, options.nodes)?;
 
-        // kube-sim as a cluster: HTTPS with its own CA, tokens, RBAC from deploy/base.
-        let mut seed = kube_sim::Seed::preset(&options.preset, options.nodes)?;
-        seed.objects = match &options.kube_objects {
+        // The API server as a cluster: HTTPS with its own CA, tokens, RBAC from deploy/base.
+        let seed = kube_sim::Seed::preset(&options.preset, options.nodes)?;
+        let rbac = match &options.kube_objects {
             Some(objects) => objects.clone(),
             None => crate::manifests::rbac_objects(&crate::manifests::render("base")?),
         };
-        let kube = kube_sim::KubeSim::start(kube_sim::Options {
-            seed,
-            security: Some(kube_sim::Security::default()),
-            ..Default::default()
-        })
-        .await?;
-        // kubectl and the tests act as a cluster admin (system:masters).
+        // kubectl and the tests act as a cluster admin (system:masters); signal-svc holds a
+        // token of its ServiceAccount, as its pod would.
         let kubeconfig = options.run_dir.join("kubeconfig");
-        kube.write_kubeconfig(&kubeconfig)?;
-        // signal-svc holds a token of its ServiceAccount, as its pod would.
         let signal_kubeconfig = options.run_dir.join("kubeconfig-signal-svc");
-        let token = kube
-            .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT)
-            .context("signal-svc's ServiceAccount is not among the loaded objects")?;
-        kube.write_kubeconfig_as(&signal_kubeconfig, &token)?;
+        let kube =
+            KubeSide::start(options.kube, seed, rbac, &kubeconfig, &signal_kubeconfig).await?;
 
         let mut arm_options = arm_sim::ArmSimOptions {
             seed: arm_sim::seed::Seed::preset(&options.preset, Some(options.nodes))?,

@@ -108,16 +108,14 @@ async fn no_secret_token_or_private_key_in_any_log_line() {
         &sb.stack.arm.credentials().client_secret,
     );
     secrets.add("the federated token", sb.stack.arm.federated_token());
-    let kube = &sb.stack.kube;
-    if let Some(t) = kube.admin_token() {
-        secrets.add("kube-sim's admin token", &t);
-    }
-    let sa = kube
-        .service_account_token(
-            cutover_e2e::stack::SIGNAL_NAMESPACE,
-            cutover_e2e::stack::SIGNAL_SERVICE_ACCOUNT,
-        )
-        .unwrap();
+    // The token signal-svc authenticates with, as its kubeconfig holds it.
+    let kubeconfig: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&sb.stack.signal_kubeconfig).unwrap())
+            .unwrap();
+    let sa = kubeconfig["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     secrets.add("signal-svc's ServiceAccount token", &sa);
     let pki = &sb.stack.pki;
     for (label, files) in [

@@ -10,16 +10,23 @@ use cutover_e2e::judge::State;
 use cutover_e2e::kube_ops::OUT_OF_SERVICE;
 use cutover_e2e::sandbox::{Outcome, Sandbox};
 use cutover_e2e::scenarios::{Scenario, play};
-use cutover_e2e::stack::{Stack, StackOptions};
+use cutover_e2e::stack::{KubeKind, Stack, StackOptions};
 use std::time::Duration;
 
 /// One whole system at a time: each starts four service processes on a 2-core machine.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A system on the real kube-apiserver.
 async fn sandbox(preset: &str, nodes: usize, name: &str) -> Sandbox {
+    sandbox_on(KubeKind::Real, preset, nodes, name).await
+}
+
+async fn sandbox_on(kube: KubeKind, preset: &str, nodes: usize, name: &str) -> Sandbox {
     let dir = std::env::temp_dir().join(format!("cutover-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    Sandbox::start(StackOptions::fast(preset, nodes, dir))
+    let mut options = StackOptions::fast(preset, nodes, dir);
+    options.kube = kube;
+    Sandbox::start(options)
         .await
         .unwrap_or_else(|e| panic!("start {preset}: {e:#}"))
 }
@@ -137,7 +144,8 @@ async fn leader_and_actuator_kills_lose_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarts_at_the_worst_moments_converge_without_flapping() {
     let _serial = ONE_AT_A_TIME.lock().await;
-    let mut sb = sandbox("aks", 16, "worst").await;
+    // kube-sim: the test drops every watch and compacts the history mid-way.
+    let mut sb = sandbox_on(KubeKind::Sim, "aks", 16, "worst").await;
     // Slow operations widen the accepted-but-not-effective window.
     let mut tuning = sb.stack.arm.tuning();
     tuning.completion_delay_ms = 3000;
@@ -166,8 +174,8 @@ async fn restarts_at_the_worst_moments_converge_without_flapping() {
         Stack::restart(a, &dir).await.unwrap();
     }
     // The API server drops every watch and compacts its history (410 on resume).
-    sb.stack.kube.close_watches();
-    sb.stack.kube.compact();
+    sb.stack.kube.sim().close_watches();
+    sb.stack.kube.sim().compact();
     // A new leader has to snapshot everything to the restarted actuators: kill the leader, let
     // the standby take over, and kill it too shortly after it starts streaming.
     let more = sb.fresh_nodes("userpool", 3).unwrap();

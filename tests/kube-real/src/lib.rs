@@ -11,6 +11,7 @@
 //! No controller-manager runs: nothing here needs one (no pods, no namespace deletion,
 //! TokenRequest is served by the API server itself), as with envtest.
 
+pub mod audit;
 pub mod kubeconfig;
 pub mod manifests;
 pub mod pki;

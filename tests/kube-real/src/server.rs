@@ -74,8 +74,24 @@ fn etcd_args(dir: &Path, client: u16, peer: u16) -> Vec<String> {
     ]
 }
 
-fn apiserver_args(pki: &Pki, etcd: u16, port: u16) -> Vec<String> {
+/// Every request at Metadata level, written when the response is complete (watches also when
+/// their response starts, so a long-running watch is seen before it ends).
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+"#;
+
+fn apiserver_args(pki: &Pki, dir: &Path, etcd: u16, port: u16) -> Vec<String> {
     vec![
+        format!(
+            "--audit-policy-file={}",
+            dir.join("audit-policy.yaml").display()
+        ),
+        format!("--audit-log-path={}", dir.join("audit.log").display()),
+        "--audit-log-format=json".into(),
+        "--audit-log-mode=blocking".into(),
         format!("--etcd-servers=http://127.0.0.1:{etcd}"),
         "--bind-address=127.0.0.1".into(),
         format!("--secure-port={port}"),
@@ -107,6 +123,8 @@ impl RealApiServer {
             .tempdir()
             .map_err(io("temp dir"))?;
         let pki = pki::generate(dir.path()).map_err(io("certificates"))?;
+        std::fs::write(dir.path().join("audit-policy.yaml"), AUDIT_POLICY)
+            .map_err(io("audit policy"))?;
         let (etcd_port, peer_port, api_port) = (
             free_port().map_err(io("port"))?,
             free_port().map_err(io("port"))?,
@@ -124,7 +142,7 @@ impl RealApiServer {
         let apiserver = Guarded::spawn(
             "kube-apiserver",
             &tools.kube_apiserver,
-            &apiserver_args(&pki, etcd_port, api_port),
+            &apiserver_args(&pki, dir.path(), etcd_port, api_port),
             &api_log,
         )
         .map_err(io("start kube-apiserver"))?;
@@ -257,6 +275,11 @@ impl RealApiServer {
             .create_subresource("token", name, &PostParams::default(), &req)
             .await?;
         Ok(issued.status.and_then(|s| s.token).unwrap_or_default())
+    }
+
+    /// Every request the server has answered so far, from its audit log, in order.
+    pub fn requests(&self) -> Vec<crate::audit::Request> {
+        crate::audit::read(&self.dir.path().join("audit.log"))
     }
 
     /// Stops kube-apiserver (SIGTERM first, as a graceful shutdown would).

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use cutover_e2e::report;
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::scenarios::{Scenario, play};
-use cutover_e2e::stack::StackOptions;
+use cutover_e2e::stack::{KubeKind, StackOptions};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +36,11 @@ struct Cli {
     /// actuator-svc replicas.
     #[arg(long, default_value_t = 3, global = true)]
     actuators: usize,
+    /// The Kubernetes API server: `real` (kube-apiserver and etcd from target/tools/bin, built
+    /// by `bash tests/tools/build.sh`) or `sim` (the embedded kube-sim, with its `/_sim` fault
+    /// endpoints). Default: the real one when its binaries are there, else kube-sim.
+    #[arg(long, value_enum, global = true)]
+    kube: Option<KubeKind>,
 }
 
 /// The stack the sandbox runs for `preset`.
@@ -48,6 +53,7 @@ fn stack_options(cli: &Cli, preset: &str, nodes: usize, dir: PathBuf) -> StackOp
     };
     o.arm_tuning = o.arm_tuning.with_cadence(cadence);
     o.actuators = cli.actuators.max(1);
+    o.kube = cli.kube.unwrap_or_else(KubeKind::best_available);
     o
 }
 
@@ -185,6 +191,7 @@ async fn serve(cli: &Cli, dir: &std::path::Path, preset: &str) -> anyhow::Result
     let abs = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let endpoints = json!({
         "kubeApi": stack.kube.url(),
+        "kubeServer": stack.kube.kind_name(),
         "kubeconfig": abs(&stack.kubeconfig),
         "armEndpoint": stack.arm.url(),
         "aadAuthority": stack.arm.url(),
@@ -218,7 +225,8 @@ async fn serve(cli: &Cli, dir: &std::path::Path, preset: &str) -> anyhow::Result
         .and_then(|a| a.grpc_port)
         .unwrap_or_default();
     println!(
-        "cutover sandbox is up ({preset}, {nodes} nodes). Endpoints: {}",
+        "cutover sandbox is up ({preset}, {nodes} nodes, {}). Endpoints: {}",
+        stack.kube.kind_name(),
         abs(&file).display()
     );
     println!();
