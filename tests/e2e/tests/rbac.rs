@@ -1,8 +1,8 @@
-//! RBAC is exactly what signal-svc calls: every request it makes to the (simulated) API server
-//! during a full taint / restore / re-taint cycle and a Spot notice is allowed by the roles
-//! `deploy/base` binds to its service account, and every permission granted was used. kube-sim
-//! enforces those roles (signal-svc runs with its ServiceAccount's token over HTTPS), so a verb
-//! missing from the ClusterRole makes the system fail visibly.
+//! RBAC is exactly what signal-svc calls: every request it makes to the real API server during a
+//! full taint / restore / re-taint cycle and a Spot notice is allowed by the roles `deploy/base`
+//! binds to its service account, none is refused, and every permission granted was used (read
+//! from kube-apiserver's audit log). signal-svc runs with its ServiceAccount's token from
+//! TokenRequest, so a verb missing from the ClusterRole is a real 403 and fails these tests.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -67,6 +67,16 @@ async fn signal_svc_calls_exactly_what_its_rbac_grants() {
     assert!(
         !calls.is_empty(),
         "signal-svc made no requests as {SIGNAL_CALLER}"
+    );
+    // The API server itself (a real one: the audit log records its answers) refused nothing.
+    let refused: Vec<String> = calls
+        .iter()
+        .filter(|c| c.status == 403)
+        .map(|c| format!("{} {}", c.method, c.path))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the API server refused signal-svc: {refused:#?}"
     );
     let mut used = BTreeSet::new();
     for call in &calls {

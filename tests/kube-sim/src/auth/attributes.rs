@@ -56,19 +56,53 @@ impl Attributes {
                 namespace: String::new(),
                 name: t.name.clone().unwrap_or_default(),
             },
-            _ => Attributes::NonResource {
-                verb: match method {
-                    "GET" | "HEAD" => "get",
-                    "POST" => "post",
-                    "PUT" => "put",
-                    "PATCH" => "patch",
-                    "DELETE" => "delete",
-                    _ => "",
-                },
-                path: path.to_string(),
-            },
+            // Like kube-apiserver's RequestInfoFactory, a path shaped like a resource is
+            // authorized as that resource whether or not it is served here, so an unserved
+            // resource is 403 for a caller without the grant (404 only for one with it).
+            _ => {
+                unserved_resource(method, path, watch).unwrap_or_else(|| Attributes::NonResource {
+                    verb: match method {
+                        "GET" | "HEAD" => "get",
+                        "POST" => "post",
+                        "PUT" => "put",
+                        "PATCH" => "patch",
+                        "DELETE" => "delete",
+                        _ => "",
+                    },
+                    path: path.to_string(),
+                })
+            }
         }
     }
+}
+
+/// `/api/v1/[namespaces/<ns>/]<resource>[/<name>[/<sub>]]` or the same under
+/// `/apis/<group>/<version>/`, as resource attributes.
+fn unserved_resource(method: &str, path: &str, watch: bool) -> Option<Attributes> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (*ns, rest),
+        other => ("", other),
+    };
+    let (resource, name, subresource) = match rest {
+        [resource] => (*resource, "", ""),
+        [resource, name] => (*resource, *name, ""),
+        [resource, name, sub] => (*resource, *name, *sub),
+        _ => return None,
+    };
+    Some(Attributes::Resource {
+        verb: verb(method, !name.is_empty(), watch),
+        group: group.to_string(),
+        resource: resource.to_string(),
+        subresource: subresource.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]
