@@ -221,6 +221,22 @@ fn next_assignment_check(shared: &Shared, id: StreamId) -> tokio::time::Instant 
     a.next_fence_expiry().map_or(due, |f| f.min(due)).max(now)
 }
 
+/// Why a stream ended, from its reader (waiting briefly for the actuator's status).
+async fn end_of(
+    endpoint: &str,
+    reader_done: &mut tokio::sync::oneshot::Receiver<Result<(), tonic::Status>>,
+) -> StreamError {
+    match tokio::time::timeout(Duration::from_secs(1), reader_done).await {
+        Ok(Ok(Err(status))) => StreamError::Status {
+            endpoint: endpoint.to_owned(),
+            status,
+        },
+        _ => StreamError::Closed {
+            endpoint: endpoint.to_owned(),
+        },
+    }
+}
+
 /// One stream, from connect to its end.
 async fn connection(
     endpoint: &str,
@@ -304,30 +320,41 @@ async fn connection(
 
     let snapshot = shared.core.lock().dispatch.snapshot(endpoint);
     let count = snapshot.len() as u64;
+    let mut sent = Ok(());
     for chunk in snapshot.chunks(SNAPSHOT_CHUNK) {
-        tx.send(msg(Kind::Snapshot(Snapshot {
-            nodes: chunk.to_vec(),
-        })))
-        .await
-        .map_err(|_| closed())?;
+        sent = tx
+            .send(msg(Kind::Snapshot(Snapshot {
+                nodes: chunk.to_vec(),
+            })))
+            .await;
+        if sent.is_err() {
+            break;
+        }
     }
     drop(snapshot);
-    tx.send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
-        .await
-        .map_err(|_| closed())?;
+    if sent.is_ok() {
+        sent = tx
+            .send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
+            .await;
+    }
+    if sent.is_err() {
+        // Refused (e.g. a stale epoch): the reader has the actuator's status.
+        return Err(end_of(endpoint, &mut reader_done).await);
+    }
     let _statuses = AbortOnDrop(crate::fleet::forward(shared, tx.downgrade()));
     let load_balancers = tokio::select! {
-        ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
-            Ok(Ok(lbs)) => lbs,
-            Ok(Err(_)) => return Err(closed()),
-            Err(_) => return Err(StreamError::NoAck { endpoint: endpoint.to_owned() }),
-        },
+        biased;
         end = &mut reader_done => {
             return match end {
                 Ok(Err(status)) => Err(StreamError::Status { endpoint: endpoint.to_owned(), status }),
                 _ => Err(closed()),
             };
         }
+        ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
+            Ok(Ok(lbs)) => lbs,
+            Ok(Err(_)) => return Err(end_of(endpoint, &mut reader_done).await),
+            Err(_) => return Err(StreamError::NoAck { endpoint: endpoint.to_owned() }),
+        },
     };
     // Live: acknowledged and snapshot sent.
     let (id, outcome) =
