@@ -56,13 +56,10 @@ pub struct Args {
     #[arg(long, env = "SIGNAL_ACTUATOR_KEEPALIVE", default_value = "1s", value_parser = parse_duration)]
     pub actuator_keepalive: Duration,
 
-    /// Period of the full snapshot re-sent on every stream (repairs drift).
+    /// Period of the full re-send of every node's state on every stream (on the same
+    /// stream: the replica keeps its load balancers).
     #[arg(long, env = "SIGNAL_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub resync_interval: Duration,
-
-    /// How long nodes restored to `None` keep being included in snapshots.
-    #[arg(long, env = "SIGNAL_TOMBSTONE_TTL", default_value = "15m", value_parser = parse_duration)]
-    pub tombstone_ttl: Duration,
 
     /// Log what would be tainted and sent; write and send nothing (no Lease either).
     #[arg(long, env = "SIGNAL_DRY_RUN")]
@@ -84,18 +81,25 @@ pub struct LeaseArgs {
     #[arg(long, env = "SIGNAL_LEASE_NAME", default_value = "cutover-signal-svc")]
     pub lease_name: String,
 
-    /// How long a Lease stays valid without renewal; a standby takes over after this. Short,
-    /// so a leader that dies without releasing costs little: versions, epochs at the
-    /// actuators and RV-checked taints make a brief overlap harmless. Sub-second precision is
-    /// kept in an annotation (`leaseDurationSeconds` is whole seconds, rounded up).
-    #[arg(long, env = "SIGNAL_LEASE_DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    /// How long a Lease record must stay unchanged before a standby takes over (by the
+    /// standby's own clock): the cost of a leader that dies without releasing. Sub-second
+    /// precision is kept in an annotation (`leaseDurationSeconds` is whole seconds, rounded
+    /// up). The defaults come from the measured table in the README (crash failover against
+    /// the API latency tolerated).
+    #[arg(long, env = "SIGNAL_LEASE_DURATION", default_value = "4s", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
-    /// How often the leader renews; it steps down after 2/3 of the duration without renewal.
+    /// How long the leader keeps writing without a successful renewal (counted from the last
+    /// success, client-go's renewDeadline); failed renewals in between are retried. Must be
+    /// below --lease-duration: the gap is the safety margin against a standby taking over.
+    #[arg(long, env = "SIGNAL_LEASE_RENEW_DEADLINE", default_value = "3s", value_parser = parse_duration)]
+    pub lease_renew_deadline: Duration,
+
+    /// How often the leader renews (and retries a failed renewal).
     #[arg(long, env = "SIGNAL_LEASE_RENEW_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub lease_renew_interval: Duration,
 
-    /// How often a standby reads the Lease to see whether it expired.
+    /// How often a standby reads the Lease (a released Lease is taken within this).
     #[arg(long, env = "SIGNAL_LEASE_RETRY_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
     pub lease_retry_interval: Duration,
 }
@@ -162,9 +166,7 @@ pub struct Config {
     pub namespace: String,
     pub identity: String,
     pub lease_name: String,
-    pub lease_duration: Duration,
-    pub lease_renew_interval: Duration,
-    pub lease_retry_interval: Duration,
+    pub lease: crate::domain::term::Timings,
     pub assignment_valid_for: Duration,
     pub actuator_keepalive: Duration,
     pub discovery: Discovery,
@@ -173,7 +175,6 @@ pub struct Config {
     pub extra_taint_keys: Vec<String>,
     pub admin_listen: SocketAddr,
     pub resync_interval: Duration,
-    pub tombstone_ttl: Duration,
     pub dry_run: bool,
     pub log_format: LogFormat,
     pub shutdown_grace: Duration,
@@ -207,12 +208,20 @@ impl Args {
         if lease.lease_duration < Duration::from_secs(1) {
             return Err(invalid("lease-duration", "must be at least 1s"));
         }
+        if lease.lease_renew_deadline.is_zero()
+            || lease.lease_renew_deadline + Duration::from_millis(200) > lease.lease_duration
+        {
+            return Err(invalid(
+                "lease-renew-deadline",
+                "must be > 0 and at least 200ms below --lease-duration",
+            ));
+        }
         if lease.lease_renew_interval.is_zero()
-            || lease.lease_renew_interval * 2 > lease.lease_duration
+            || lease.lease_renew_interval * 2 > lease.lease_renew_deadline
         {
             return Err(invalid(
                 "lease-renew-interval",
-                "must be > 0 and at most half of --lease-duration",
+                "must be > 0 and at most half of --lease-renew-deadline",
             ));
         }
         if lease.lease_retry_interval.is_zero() || lease.lease_retry_interval > lease.lease_duration
@@ -308,18 +317,18 @@ impl Args {
         if self.resync_interval < Duration::from_secs(1) {
             return Err(invalid("resync-interval", "must be at least 1s"));
         }
-        if self.tombstone_ttl.is_zero() {
-            return Err(invalid("tombstone-ttl", "must be > 0"));
-        }
         Ok(Config {
             cluster_name: self.cluster_name,
             kubeconfig: self.kubeconfig,
             namespace: self.namespace,
             identity,
             lease_name: self.lease.lease_name,
-            lease_duration: self.lease.lease_duration,
-            lease_renew_interval: self.lease.lease_renew_interval,
-            lease_retry_interval: self.lease.lease_retry_interval,
+            lease: crate::domain::term::Timings {
+                duration: self.lease.lease_duration,
+                renew_deadline: self.lease.lease_renew_deadline,
+                renew_interval: self.lease.lease_renew_interval,
+                retry_interval: self.lease.lease_retry_interval,
+            },
             assignment_valid_for: self.assignment_valid_for,
             actuator_keepalive: self.actuator_keepalive,
             discovery,
@@ -328,7 +337,6 @@ impl Args {
             extra_taint_keys: extra,
             admin_listen: self.admin_listen,
             resync_interval: self.resync_interval,
-            tombstone_ttl: self.tombstone_ttl,
             dry_run: self.dry_run,
             log_format: self.log_format,
             shutdown_grace: self.shutdown_grace,
@@ -407,10 +415,10 @@ mod tests {
             Discovery::Static(vec!["10.0.0.1:9443".into(), "10.0.0.2:9443".into()])
         );
         assert_eq!(c.lease_name, "cutover-signal-svc");
-        assert_eq!(c.lease_duration, Duration::from_millis(1500));
-        assert_eq!(c.lease_renew_interval, Duration::from_millis(500));
+        assert_eq!(c.lease.duration, Duration::from_secs(4));
+        assert_eq!(c.lease.renew_deadline, Duration::from_secs(3));
+        assert_eq!(c.lease.renew_interval, Duration::from_millis(500));
         assert_eq!(c.resync_interval, Duration::from_secs(300));
-        assert_eq!(c.tombstone_ttl, Duration::from_secs(900));
         assert_eq!(c.shutdown_grace, Duration::from_secs(10));
         assert_eq!(c.admin_listen.to_string(), "0.0.0.0:9090");
     }
@@ -432,9 +440,18 @@ mod tests {
                 &[
                     "--actuator-endpoints=a:1",
                     "--lease-duration=10s",
+                    "--lease-renew-deadline=8s",
                     "--lease-renew-interval=6s",
                 ],
                 "--lease-renew-interval",
+            ),
+            (
+                &[
+                    "--actuator-endpoints=a:1",
+                    "--lease-duration=4s",
+                    "--lease-renew-deadline=4s",
+                ],
+                "--lease-renew-deadline",
             ),
             (
                 &["--actuator-endpoints=a:1", "--lease-duration=soon"],

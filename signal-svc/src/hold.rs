@@ -1,11 +1,12 @@
 //! The hold writer: answers an actuator's `HoldRequest` by setting or removing the Node
 //! annotation `cutover.io/hold` (see [`crate::domain::hold`]), on the leader only.
 //!
-//! A merge patch of one annotation key touches nothing else on the Node, so no
-//! read-modify-write loop is needed (unlike taints, an atomic list). The patch carries the
-//! Node's UID as a precondition: a node recreated under the same name is never held by a
-//! request meant for its predecessor. The watch then turns the annotation into a desired
-//! state for every actuator replica, like any taint.
+//! A merge patch of one annotation key, carrying the Node's UID and resourceVersion as
+//! preconditions: a node recreated under the same name is never held by a request meant for
+//! its predecessor, and the write is based on the Node as just read (a 409 re-reads and
+//! retries). Leadership is checked right before every write, so a deposed leader (another
+//! epoch, or a suspended term) writes nothing. The watch then turns the annotation into a
+//! desired state for every actuator replica, like any taint.
 
 use crate::domain::FIELD_MANAGER;
 use crate::domain::hold::{self, HOLD_ANNOTATION, Hold};
@@ -20,6 +21,8 @@ use tokio::sync::{Semaphore, mpsc};
 const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests patched at once; tools are rate-limited by the actuator, this only caps bursts.
 const CONCURRENT: usize = 4;
+/// Read-modify-write rounds before giving up on a Node that keeps changing.
+const ATTEMPTS: usize = 5;
 
 /// Writes holds through the Kubernetes API.
 #[derive(Clone)]
@@ -88,20 +91,40 @@ impl HoldWriter {
         }
     }
 
-    /// Validates and applies one request; `Ok` is the Node's UID.
-    pub async fn apply(&self, req: &HoldRequest) -> Result<String, Refusal> {
+    /// Validates and applies one request while `still_leader` holds; `Ok` is the Node's UID.
+    pub async fn apply(
+        &self,
+        req: &HoldRequest,
+        still_leader: &(dyn Fn() -> bool + Send + Sync),
+    ) -> Result<String, Refusal> {
         validate(req)?;
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| Refusal::PatchFailed("shutting down".into()))?;
-        tokio::time::timeout(PATCH_TIMEOUT, self.patch(req))
+        let rounds = async {
+            for _ in 0..ATTEMPTS {
+                match self.patch(req, still_leader).await {
+                    Err(Refusal::PatchFailed(e)) if e == CONFLICT => continue,
+                    other => return other,
+                }
+            }
+            Err(Refusal::PatchFailed(format!(
+                "the node kept changing ({ATTEMPTS} conflicts)"
+            )))
+        };
+        tokio::time::timeout(PATCH_TIMEOUT, rounds)
             .await
             .map_err(|_| Refusal::PatchFailed(format!("no answer within {PATCH_TIMEOUT:?}")))?
     }
 
-    async fn patch(&self, req: &HoldRequest) -> Result<String, Refusal> {
+    /// One read-modify-write round.
+    async fn patch(
+        &self,
+        req: &HoldRequest,
+        still_leader: &(dyn Fn() -> bool + Send + Sync),
+    ) -> Result<String, Refusal> {
         let node_ref = req.node.clone().unwrap_or_default();
         let name = node_ref.name;
         let failed = |e: kube::Error| Refusal::PatchFailed(e.to_string());
@@ -152,9 +175,18 @@ impl HoldWriter {
             // Merge patch: null removes the key.
             serde_json::Value::Null
         };
+        let rv = node.metadata.resource_version.clone().unwrap_or_default();
         let patch = serde_json::json!({
-            "metadata": { "uid": uid, "annotations": { HOLD_ANNOTATION: value } }
+            "metadata": {
+                "uid": uid,
+                "resourceVersion": rv,
+                "annotations": { HOLD_ANNOTATION: value }
+            }
         });
+        // Under the current fence: a leader that lost or paused its term writes nothing.
+        if !still_leader() {
+            return Err(Refusal::NotLeader);
+        }
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -164,13 +196,15 @@ impl HoldWriter {
                 tracing::info!(node = %name, hold = req.hold, requester = %req.requester, reason = %req.reason, "tool hold written");
                 Ok(uid)
             }
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
-                Err(Refusal::UnknownNode(name))
-            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(Refusal::UnknownNode(name)),
+            // The Node changed since we read it (or was recreated: the next read sees that).
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(Refusal::PatchFailed(CONFLICT.into())),
             Err(e) => Err(failed(e)),
         }
     }
 }
+
+const CONFLICT: &str = "conflict";
 
 /// Answers one request that came up a stream, in the background (a slow API server must not
 /// stall the stream's reader). `still_leader` says, when the request is served, whether that
@@ -180,7 +214,7 @@ impl HoldWriter {
 pub fn serve(
     writer: Option<HoldWriter>,
     dry_run: bool,
-    still_leader: impl Fn() -> bool + Send + 'static,
+    still_leader: impl Fn() -> bool + Send + Sync + 'static,
     req: HoldRequest,
     reply: mpsc::WeakSender<SignalMessage>,
 ) {
@@ -191,7 +225,7 @@ pub fn serve(
             Err(Refusal::PatchFailed("dry-run: nothing is written".into()))
         } else {
             match &writer {
-                Some(w) => w.apply(&req).await,
+                Some(w) => w.apply(&req, &still_leader).await,
                 None => Err(Refusal::NotLeader),
             }
         };

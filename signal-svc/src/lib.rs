@@ -4,14 +4,15 @@
 //! ```text
 //! kube watches (Nodes, PreemptScheduled Events)          [watch]
 //!     -> NodeIndex (pure: desired state per node UID)     [domain::index]
-//!     -> Dispatcher (pure: versions, tombstones, routing,  [domain::dispatch]
+//!     -> Dispatcher (pure: versions, every node asserted,  [domain::dispatch]
 //!        per-endpoint dirty sets)
 //!     -> one gRPC stream per actuator endpoint (leader)   [stream]
 //!     <- NodeResults -> Node events + metrics             [results]
 //! NodeIndex taint requests -> TaintWriter (leader)        [taint]
 //! actuator HoldRequests -> Node annotation (leader)      [hold]
 //! fleet-wide NodeStatus -> every actuator stream         [fleet]
-//! Lease (RV-checked PUT) -> leadership epoch              [lease]
+//! Lease (RV-checked PUT) -> term and epoch               [leader, lease_lock,
+//!                                                          leadership, domain::term]
 //! ```
 //! Decisions live in [`domain`] (no I/O); everything else is a thin adapter wired in
 //! [`runtime::run`].
@@ -24,6 +25,8 @@ pub mod domain;
 pub mod fleet;
 pub mod hold;
 pub mod leader;
+pub mod leadership;
+pub mod lease_lock;
 pub mod metrics;
 pub mod results;
 pub mod runtime;

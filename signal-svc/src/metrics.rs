@@ -20,6 +20,7 @@ pub struct Metrics {
     pub signal_to_effective: Histogram,
     pub notice_window_remaining: Histogram,
     pub stream_reconnects: Counter,
+    lease_failures: Family<Labels, Counter>,
     pub leader: Gauge,
     pub epoch: Gauge,
     pub asserted_nodes: Gauge,
@@ -56,6 +57,7 @@ impl Metrics {
                 -30.0, -10.0, 0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 45.0, 60.0, 120.0, 300.0,
             ]),
             stream_reconnects: Counter::default(),
+            lease_failures: Family::default(),
             leader: Gauge::default(),
             epoch: Gauge::default(),
             asserted_nodes: Gauge::default(),
@@ -101,6 +103,11 @@ impl Metrics {
             "Actuator stream (re)connect attempts after a failure",
             m.stream_reconnects.clone(),
         );
+        registry.register(
+            "lease_failures",
+            "Lease calls that failed and were retried, by kind (api, conflict, timeout)",
+            m.lease_failures.clone(),
+        );
         registry.register("leader", "1 while this replica leads", m.leader.clone());
         registry.register(
             "leader_epoch",
@@ -144,6 +151,12 @@ impl Metrics {
     pub fn desired_change(&self, state: &str) {
         self.desired_changes
             .get_or_create(&vec![("state", state.to_owned())])
+            .inc();
+    }
+
+    pub fn lease_failure(&self, kind: &str) {
+        self.lease_failures
+            .get_or_create(&vec![("kind", kind.to_owned())])
             .inc();
     }
 

@@ -34,10 +34,12 @@ fn secs_since(t: Option<&prost_types::Timestamp>, now: Timestamp) -> Option<f64>
 pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEvent> {
     let node = r.node.as_ref()?;
     let version = r.version?;
-    let current = {
+    let (current, restore) = {
         let core = shared.core.lock();
-        core.dispatch.current(&node.uid).cloned()
-    }?;
+        let current = core.dispatch.current(&node.uid).cloned();
+        (current, core.dispatch.is_restore(&node.uid))
+    };
+    let current = current?;
     if current.version != Some(version) || current.desired != r.desired {
         return None;
     }
@@ -71,6 +73,10 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
             }
             Reached::Effective => {
                 shared.metrics.result("effective");
+                if !down && !restore {
+                    // The None every untriggered node carries: nothing happened to tell.
+                    continue;
+                }
                 if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
                     shared.metrics.signal_to_effective.observe(s);
                 }
@@ -202,7 +208,7 @@ mod tests {
         let (tx, _rx) = mpsc::unbounded_channel();
         let core = Core {
             index: NodeIndex::new(TriggerSet::default()),
-            dispatch: Dispatcher::new(jiff::SignedDuration::from_mins(15)),
+            dispatch: Dispatcher::new(),
         };
         let shared = Shared::new(core, "me".into(), false, tx);
         shared.become_leader(4);

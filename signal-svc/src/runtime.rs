@@ -35,6 +35,10 @@ pub enum RunError {
 pub struct Service {
     config: Config,
     client: kube::Client,
+    /// For the Lease only: without kube's built-in retry of 429/503/504, which waits out
+    /// `Retry-After` inside one call; the election retries on its own schedule, bounded by
+    /// the time left before its renew deadline.
+    lease_client: kube::Client,
     listener: TcpListener,
     admin_addr: SocketAddr,
 }
@@ -47,7 +51,7 @@ impl std::fmt::Debug for Service {
     }
 }
 
-async fn kube_client(config: &Config) -> Result<kube::Client, RunError> {
+async fn kube_config(config: &Config) -> Result<kube::Config, RunError> {
     let kcfg = match &config.kubeconfig {
         Some(path) => {
             let kerr = |reason: String| RunError::Kubeconfig {
@@ -63,13 +67,20 @@ async fn kube_client(config: &Config) -> Result<kube::Client, RunError> {
             .await
             .map_err(|e| RunError::Client(e.to_string()))?,
     };
-    kube::Client::try_from(kcfg).map_err(|e| RunError::Client(e.to_string()))
+    Ok(kcfg)
 }
 
 impl Service {
     /// Builds the Kubernetes client and binds the admin port.
     pub async fn bind(config: Config) -> Result<Self, RunError> {
-        let client = kube_client(&config).await?;
+        let kcfg = kube_config(&config).await?;
+        let client_of = |kcfg: kube::Config| {
+            kube::Client::try_from(kcfg).map_err(|e| RunError::Client(e.to_string()))
+        };
+        let mut lease_cfg = kcfg.clone();
+        lease_cfg.default_retry = false;
+        let lease_client = client_of(lease_cfg)?;
+        let client = client_of(kcfg)?;
         let listener = TcpListener::bind(config.admin_listen)
             .await
             .map_err(|source| RunError::Bind {
@@ -83,6 +94,7 @@ impl Service {
         Ok(Self {
             config,
             client,
+            lease_client,
             listener,
             admin_addr,
         })
@@ -99,16 +111,14 @@ impl Service {
         let Self {
             config,
             client,
+            lease_client,
             listener,
             admin_addr,
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let core = Core {
             index: NodeIndex::new(TriggerSet::new(config.extra_taint_keys.clone())),
-            dispatch: Dispatcher::new(
-                jiff::SignedDuration::try_from(config.tombstone_ttl)
-                    .unwrap_or(jiff::SignedDuration::MAX),
-            ),
+            dispatch: Dispatcher::new(),
         };
         let shared = Arc::new(
             Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
@@ -165,12 +175,10 @@ impl Service {
                 namespace: config.namespace.clone(),
                 name: config.lease_name.clone(),
                 identity: config.identity.clone(),
-                duration: config.lease_duration,
-                renew_interval: config.lease_renew_interval,
-                retry_interval: config.lease_retry_interval,
+                timings: config.lease,
             };
             tasks.spawn({
-                let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+                let (c, s, t) = (lease_client, shared.clone(), stop.clone());
                 async move {
                     leader::run(c, lcfg, s, t).await;
                     "lease"
@@ -207,24 +215,6 @@ impl Service {
             async move {
                 stream::manager(scfg, s, ep_rx, ev_tx, t).await;
                 "stream manager"
-            }
-        });
-        tasks.spawn({
-            let (s, t) = (shared.clone(), stop.clone());
-            let every = (config.tombstone_ttl / 10)
-                .clamp(Duration::from_millis(100), Duration::from_secs(30));
-            async move {
-                loop {
-                    tokio::select! {
-                        _ = t.cancelled() => break,
-                        _ = tokio::time::sleep(every) => {}
-                    }
-                    let n = s.expire(jiff::Timestamp::now());
-                    if n > 0 {
-                        tracing::debug!(expired = n, "tombstones expired");
-                    }
-                }
-                "tombstones"
             }
         });
         tasks.spawn({

@@ -1,4 +1,10 @@
-//! State shared by the adapters: the pure core behind one lock, readiness, leadership.
+//! State shared by the adapters: the pure core behind one lock, readiness, leadership
+//! ([`crate::leadership`]).
+//!
+//! Lock order: no method of [`Shared`] holds two of its locks at once (`core`, `reported`,
+//! `assign`, `notifies`, `streams_ready`): each takes what it needs, copies it out and
+//! releases it before taking the next. Callers outside this file follow the same rule;
+//! `tests/locks.rs` runs every pair of lock-taking paths concurrently under a timeout.
 
 use crate::domain::assign::Assigner;
 use crate::domain::coverage::Coverage;
@@ -10,7 +16,7 @@ use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 /// The pure core: one lock, so an index change and its dispatch are atomic.
@@ -23,7 +29,7 @@ pub struct Core {
 /// How long an actuator's assignment holds without a heartbeat, unless configured.
 pub const DEFAULT_ASSIGNMENT_VALID_FOR: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Shared by every task of one signal-svc instance.
+/// Shared by every task of one signal-svc instance. See the module doc for the lock rule.
 #[derive(Debug)]
 pub struct Shared {
     pub core: Mutex<Core>,
@@ -32,9 +38,15 @@ pub struct Shared {
     pub dry_run: bool,
     notifies: Mutex<HashMap<String, Arc<Notify>>>,
     streams_ready: Mutex<HashSet<String>>,
-    nodes_synced: AtomicBool,
+    nodes_synced: watch::Sender<bool>,
     events_synced: AtomicBool,
-    leader_tx: watch::Sender<Option<u64>>,
+    /// The epoch streams run under (`None`: not leading); see [`crate::leadership`].
+    pub(crate) leader_tx: watch::Sender<Option<u64>>,
+    /// The term is renewed within its deadline: taints, holds and stream writes may go out.
+    pub(crate) active: AtomicBool,
+    /// The highest epoch an actuator reported having accepted.
+    pub(crate) epoch_floor: AtomicU64,
+    pub(crate) epoch_raise: Arc<Notify>,
     taint_tx: mpsc::UnboundedSender<TaintRequest>,
     /// Per node UID: what the results for its current version have covered.
     pub reported: Mutex<HashMap<String, Coverage>>,
@@ -61,9 +73,12 @@ impl Shared {
             dry_run,
             notifies: Mutex::default(),
             streams_ready: Mutex::default(),
-            nodes_synced: AtomicBool::new(false),
+            nodes_synced: watch::channel(false).0,
             events_synced: AtomicBool::new(false),
             leader_tx,
+            active: AtomicBool::new(false),
+            epoch_floor: AtomicU64::new(0),
+            epoch_raise: Arc::default(),
             taint_tx,
             reported: Mutex::default(),
             assign: Mutex::new(Assigner::new(DEFAULT_ASSIGNMENT_VALID_FOR)),
@@ -81,13 +96,20 @@ impl Shared {
     /// The fleet-wide phase of every asserted node's current version that reached one: what a
     /// stream that just opened has missed.
     pub fn fleet_statuses(&self) -> Vec<NodeStatus> {
-        let reported = self.reported.lock();
-        let core = self.core.lock();
-        reported
+        let reached: Vec<(String, Version, ResultPhase)> = self
+            .reported
+            .lock()
             .iter()
             .filter_map(|(uid, cov)| {
                 let (version, phase) = cov.reached()?;
-                let current = core.dispatch.current(uid)?;
+                Some((uid.clone(), version, phase))
+            })
+            .collect();
+        let core = self.core.lock();
+        reached
+            .into_iter()
+            .filter_map(|(uid, version, phase)| {
+                let current = core.dispatch.current(&uid)?;
                 if current.version != Some(version) {
                     return None;
                 }
@@ -174,6 +196,13 @@ impl Shared {
         touched.sort();
         touched.dedup();
         self.wake(&touched);
+        if out
+            .changes
+            .iter()
+            .any(|c| matches!(c, Change::Removed { .. }))
+        {
+            self.prune_reported();
+        }
         for t in out.taints {
             // Standbys drop these: a new leader re-derives them from the index.
             if self.leader_epoch().is_some() {
@@ -182,51 +211,27 @@ impl Shared {
         }
     }
 
-    pub fn leader_epoch(&self) -> Option<u64> {
-        *self.leader_tx.borrow()
-    }
-
-    pub fn leader_rx(&self) -> watch::Receiver<Option<u64>> {
-        self.leader_tx.subscribe()
-    }
-
-    /// This process now leads with `epoch`: re-stamp every state, re-derive pending taints.
-    pub fn become_leader(&self, epoch: u64) {
-        let pending = {
-            let mut core = self.core.lock();
-            core.dispatch.set_epoch(epoch);
-            core.index.pending_taints()
+    /// Forgets the result coverage of nodes that left the cluster (memory stays bounded by
+    /// the nodes). Takes `core`, then (after releasing it) `reported`.
+    pub fn prune_reported(&self) {
+        let reported: Vec<String> = self.reported.lock().keys().cloned().collect();
+        let gone: Vec<String> = {
+            let core = self.core.lock();
+            reported
+                .into_iter()
+                .filter(|uid| core.dispatch.current(uid).is_none())
+                .collect()
         };
-        self.reported.lock().clear();
-        self.assign.lock().reset(epoch);
-        self.metrics.leader.set(1);
-        self.metrics
-            .epoch
-            .set(i64::try_from(epoch).unwrap_or(i64::MAX));
-        self.leader_tx.send_replace(Some(epoch));
-        for t in pending {
-            let _ = self.taint_tx.send(t);
+        if !gone.is_empty() {
+            let mut r = self.reported.lock();
+            for uid in gone {
+                r.remove(&uid);
+            }
         }
-        self.wake_all();
     }
 
-    /// Leadership lost (or given up): streams stop at once.
-    pub fn lose_leadership(&self) {
-        self.metrics.leader.set(0);
-        self.leader_tx.send_replace(None);
-        self.streams_ready.lock().clear();
-        self.assign.lock().reset(0);
-    }
-
-    /// Drops expired tombstones and the result coverage of nodes no longer asserted (memory
-    /// stays bounded by the asserted nodes).
-    pub fn expire(&self, now: Timestamp) -> usize {
-        let core = &mut *self.core.lock();
-        let n = core.dispatch.expire(now);
-        self.reported
-            .lock()
-            .retain(|uid, _| core.dispatch.current(uid).is_some());
-        n
+    pub(crate) fn send_taint(&self, t: TaintRequest) {
+        let _ = self.taint_tx.send(t);
     }
 
     /// Re-queues a taint request (after a transient failure).
@@ -235,11 +240,22 @@ impl Shared {
     }
 
     pub fn set_nodes_synced(&self) {
-        self.nodes_synced.store(true, Ordering::Release);
+        self.nodes_synced.send_replace(true);
+    }
+
+    /// Resolves once the node watch has finished its initial list (a leader never streams
+    /// before: a partial node list would assert a partial desired state).
+    pub async fn nodes_synced(&self) {
+        let mut rx = self.nodes_synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     pub fn set_events_synced(&self) {
         self.events_synced.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn clear_streams_ready(&self) {
+        self.streams_ready.lock().clear();
     }
 
     pub fn set_stream_ready(&self, endpoint: &str, ready: bool) {
@@ -254,8 +270,7 @@ impl Shared {
     /// Watches synced and, on a (non-dry-run) leader, every endpoint's stream has sent its
     /// snapshot.
     pub fn is_ready(&self) -> bool {
-        if !self.nodes_synced.load(Ordering::Acquire) || !self.events_synced.load(Ordering::Acquire)
-        {
+        if !*self.nodes_synced.borrow() || !self.events_synced.load(Ordering::Acquire) {
             return false;
         }
         if self.dry_run || self.leader_epoch().is_none() {

@@ -1,8 +1,13 @@
 //! The desired-state streams to actuator-svc: one task per endpoint, on the leader only.
 //!
-//! Each (re)connect sends `Hello`, the full snapshot of every asserted node in chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
-//! woken. A periodic resync ends the stream cleanly and opens a new one (the protocol allows a
-//! snapshot only at the start of a stream). Failures reconnect with capped, jittered backoff.
+//! A stream opens only once the node list has synced (a partial list would assert a partial
+//! desired state). Each (re)connect sends `Hello`, the full snapshot of every node in
+//! chunks, `SnapshotEnd`, then deltas drained from the endpoint's dirty set whenever it is
+//! woken. A periodic resync re-sends every node's state as deltas *on the same stream*, so
+//! the replica keeps its load balancers (ending the stream would drop its assignment).
+//! While the leader is suspended (renew deadline passed) the stream stays open and sends
+//! nothing. Failures reconnect with capped, jittered backoff; a hello refused because the
+//! actuator accepted a higher epoch reports that epoch, so the leader raises its own.
 
 use crate::config::TlsMaterial;
 use crate::domain::assign::{Outcome, StreamId};
@@ -60,8 +65,33 @@ pub enum StreamError {
 }
 
 enum Ended {
-    Resync,
     Shutdown,
+}
+
+/// Trailing metadata key in which an actuator refusing a stale epoch names the epoch it has
+/// accepted (the message says it too, for older actuators).
+pub const ACCEPTED_EPOCH_KEY: &str = "cutover-accepted-epoch";
+
+/// The epoch an actuator says it accepted, from a FAILED_PRECONDITION refusal of our hello
+/// or of a superseded stream.
+pub fn accepted_epoch(status: &tonic::Status) -> Option<u64> {
+    if status.code() != tonic::Code::FailedPrecondition {
+        return None;
+    }
+    if let Some(v) = status.metadata().get(ACCEPTED_EPOCH_KEY)
+        && let Some(n) = v.to_str().ok().and_then(|v| v.parse().ok())
+    {
+        return Some(n);
+    }
+    let m = status.message();
+    let tail = m
+        .strip_prefix("hello.leader_epoch: ")
+        .and_then(|r| r.split_once("accepted leader epoch ").map(|(_, t)| t))
+        .or_else(|| {
+            m.strip_prefix("leader epoch ")
+                .and_then(|r| r.split_once("was superseded by ").map(|(_, t)| t))
+        })?;
+    tail.trim().parse().ok()
 }
 
 fn host_of(endpoint: &str) -> &str {
@@ -191,6 +221,22 @@ fn next_assignment_check(shared: &Shared, id: StreamId) -> tokio::time::Instant 
     a.next_fence_expiry().map_or(due, |f| f.min(due)).max(now)
 }
 
+/// Why a stream ended, from its reader (waiting briefly for the actuator's status).
+async fn end_of(
+    endpoint: &str,
+    reader_done: &mut tokio::sync::oneshot::Receiver<Result<(), tonic::Status>>,
+) -> StreamError {
+    match tokio::time::timeout(Duration::from_secs(1), reader_done).await {
+        Ok(Ok(Err(status))) => StreamError::Status {
+            endpoint: endpoint.to_owned(),
+            status,
+        },
+        _ => StreamError::Closed {
+            endpoint: endpoint.to_owned(),
+        },
+    }
+}
+
 /// One stream, from connect to its end.
 async fn connection(
     endpoint: &str,
@@ -274,30 +320,41 @@ async fn connection(
 
     let snapshot = shared.core.lock().dispatch.snapshot(endpoint);
     let count = snapshot.len() as u64;
+    let mut sent = Ok(());
     for chunk in snapshot.chunks(SNAPSHOT_CHUNK) {
-        tx.send(msg(Kind::Snapshot(Snapshot {
-            nodes: chunk.to_vec(),
-        })))
-        .await
-        .map_err(|_| closed())?;
+        sent = tx
+            .send(msg(Kind::Snapshot(Snapshot {
+                nodes: chunk.to_vec(),
+            })))
+            .await;
+        if sent.is_err() {
+            break;
+        }
     }
     drop(snapshot);
-    tx.send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
-        .await
-        .map_err(|_| closed())?;
+    if sent.is_ok() {
+        sent = tx
+            .send(msg(Kind::SnapshotEnd(SnapshotEnd { node_count: count })))
+            .await;
+    }
+    if sent.is_err() {
+        // Refused (e.g. a stale epoch): the reader has the actuator's status.
+        return Err(end_of(endpoint, &mut reader_done).await);
+    }
     let _statuses = AbortOnDrop(crate::fleet::forward(shared, tx.downgrade()));
     let load_balancers = tokio::select! {
-        ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
-            Ok(Ok(lbs)) => lbs,
-            Ok(Err(_)) => return Err(closed()),
-            Err(_) => return Err(StreamError::NoAck { endpoint: endpoint.to_owned() }),
-        },
+        biased;
         end = &mut reader_done => {
             return match end {
                 Ok(Err(status)) => Err(StreamError::Status { endpoint: endpoint.to_owned(), status }),
                 _ => Err(closed()),
             };
         }
+        ack = tokio::time::timeout(ACK_TIMEOUT, ack_rx) => match ack {
+            Ok(Ok(lbs)) => lbs,
+            Ok(Err(_)) => return Err(end_of(endpoint, &mut reader_done).await),
+            Err(_) => return Err(StreamError::NoAck { endpoint: endpoint.to_owned() }),
+        },
     };
     // Live: acknowledged and snapshot sent.
     let (id, outcome) =
@@ -322,7 +379,12 @@ async fn connection(
         cfg.resync_interval,
     );
     loop {
-        let check = next_assignment_check(shared, id);
+        let check = if shared.leader_epoch() == Some(epoch) {
+            next_assignment_check(shared, id)
+        } else {
+            // Suspended: look again shortly (resuming also wakes the stream).
+            tokio::time::Instant::now() + Duration::from_millis(100)
+        };
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => {
@@ -338,14 +400,20 @@ async fn connection(
                 };
             }
             _ = resync.tick() => {
-                drop(tx);
-                let _ = tokio::time::timeout(Duration::from_secs(2), &mut reader_done).await;
-                return Ok(Ended::Resync);
+                // Every node again, as deltas on this stream: nothing lapses meanwhile.
+                shared.core.lock().dispatch.resync(endpoint);
+                notify.notify_one();
             }
             _ = tokio::time::sleep_until(check) => {
-                send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
+                if shared.leader_epoch() == Some(epoch) {
+                    send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
+                }
             }
             _ = notify.notified() => {
+                // Suspended (lease not renewed in time): write nothing; resuming wakes us.
+                if shared.leader_epoch() != Some(epoch) {
+                    continue;
+                }
                 // A new assignment goes before deltas: it decides who writes them.
                 send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
                 loop {
@@ -387,6 +455,11 @@ async fn endpoint_task(
                 r = leader.changed() => if r.is_err() { return },
             }
         };
+        // Never stream a partial node list.
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            () = shared.nodes_synced() => {}
+        }
         let result = {
             let conn = connection(
                 &endpoint,
@@ -407,10 +480,12 @@ async fn endpoint_task(
         match result {
             None => tracing::info!(%endpoint, "leadership changed; stream stopped"),
             Some(Ok(Ended::Shutdown)) => return,
-            Some(Ok(Ended::Resync)) => {
-                tracing::debug!(%endpoint, "periodic resync: reopening the stream")
-            }
             Some(Err(e)) => {
+                if let StreamError::Status { status, .. } = &e
+                    && let Some(accepted) = accepted_epoch(status)
+                {
+                    shared.report_accepted_epoch(accepted);
+                }
                 shared.metrics.stream_reconnects.inc();
                 let delay = backoff.next_delay(rand::random::<f64>());
                 tracing::warn!(error = %e, retry_in = ?delay, "actuator stream failed");

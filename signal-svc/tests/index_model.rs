@@ -150,7 +150,7 @@ fn triggers() -> TriggerSet {
 }
 
 fn fresh(epoch: u64) -> (NodeIndex, Dispatcher) {
-    let mut d = Dispatcher::new(jiff::SignedDuration::from_mins(15));
+    let mut d = Dispatcher::new();
     d.set_epoch(epoch);
     (NodeIndex::new(triggers()), d)
 }

@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use cutover_proto::v1::AdminState;
-use cutover_proto::v1::signal_message::Kind;
 use signal_svc::domain::dispatch::Dispatcher;
 use signal_svc::domain::index::{Change, Desired, DesiredState, NodeIndex, Output};
 use signal_svc::domain::node::NodeView;
@@ -200,7 +199,7 @@ async fn leader_failover_takes_over_without_duplicate_taints() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_crash_delays_a_cut_by_at_most_two_seconds() {
+async fn a_leader_crash_delays_a_cut_by_at_most_five_seconds() {
     let c = cluster(6).await;
     let act = FakeActuator::start("a", Mode::Effective).await;
     let a = start(&c, "pod-a", &[act.endpoint()], &[]).await;
@@ -235,9 +234,9 @@ async fn a_leader_crash_delays_a_cut_by_at_most_two_seconds() {
     .await;
     let took = at - killed;
     println!("leader killed -> Down streamed by the new leader (epoch {epoch}): {took:?}");
-    // Lease 1.5 s + one standby look (0.25 s) + acquire, connect and snapshot; some slack
-    // for a loaded test machine.
-    assert!(took < Duration::from_millis(2500), "{took:?}");
+    // Lease 4 s (from the standby's last sight of a renewal) + one standby look (0.25 s) +
+    // acquire, connect and snapshot: the requirement is at most 5 s.
+    assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(
         act.state
             .deltas(&n[0])
@@ -308,19 +307,17 @@ async fn losing_the_lease_stops_streaming_and_release_hands_over() {
     assert_eq!(lease.spec.unwrap().holder_identity, None);
 }
 
+/// Resync keeps the stream (the replica keeps its load balancers) and re-sends every node's
+/// state, restores included, for as long as the node exists: no TTL in anyone's memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resync_resends_snapshots_and_tombstones_expire() {
+async fn resync_resends_every_node_on_the_same_stream() {
     let c = cluster(6).await;
     let act = FakeActuator::start("a", Mode::Effective).await;
-    let svc = start(
-        &c,
-        "pod-a",
-        &[act.endpoint()],
-        &["--resync-interval=1s", "--tombstone-ttl=3s"],
-    )
-    .await;
+    let svc = start(&c, "pod-a", &[act.endpoint()], &["--resync-interval=1s"]).await;
     svc.wait_ready().await;
     let n = c.node_names().await;
+    // Every node is in the first snapshot, the untriggered ones as None.
+    assert_eq!(act.state.latest_state(&n[2]), Some(AdminState::None));
     c.add_taint(&n[0], OOS, None, "NoExecute").await;
     c.add_taint(&n[1], OOS, None, "NoExecute").await;
     eventually("Down", || async {
@@ -328,46 +325,26 @@ async fn resync_resends_snapshots_and_tombstones_expire() {
     })
     .await;
     c.remove_taint(&n[1], OOS).await;
-    let snapshot_names = |i: usize| -> Option<Vec<(String, AdminState)>> {
-        let streams = act.state.streams.lock();
-        let s = streams.get(i)?;
-        s.msgs
+    let restored_at = tokio::time::Instant::now();
+    let none_deltas = |name: &str| {
+        act.state
+            .deltas(name)
             .iter()
-            .any(|m| matches!(m.kind, Some(Kind::SnapshotEnd(_))))
-            .then(|| {
-                s.msgs
-                    .iter()
-                    .filter_map(|m| match &m.kind {
-                        Some(Kind::Snapshot(s)) => Some(s.nodes.clone()),
-                        _ => None,
-                    })
-                    .flatten()
-                    .map(|d| (d.node.clone().unwrap().name, d.desired()))
-                    .collect()
-            })
+            .filter(|d| d.desired() == AdminState::None)
+            .count()
     };
-    // A later snapshot repeats the restore (tombstone) and the Down...
-    let with_tombstone = eventually("snapshot with tombstone", || async {
-        let count = act.state.streams.lock().len();
-        (0..count)
-            .rev()
-            .filter_map(snapshot_names)
-            .find(|s| s.contains(&(n[1].clone(), AdminState::None)))
+    // Two resyncs after the restore: the restore and the untouched node are sent again.
+    eventually("restore repeated by resyncs", || async {
+        (none_deltas(&n[1]) >= 3 && none_deltas(&n[2]) >= 2).then_some(())
     })
     .await;
-    assert!(with_tombstone.contains(&(n[0].clone(), AdminState::Down)));
-    // ...and once the TTL is over, None is no longer asserted; Down still is.
-    let later = eventually("snapshot without tombstone", || async {
-        let count = act.state.streams.lock().len();
-        snapshot_names(count.checked_sub(1)?)
-            .filter(|s| !s.iter().any(|(name, _)| *name == n[1]))
-            .filter(|_| count > 3)
-    })
-    .await;
-    assert_eq!(later, vec![(n[0].clone(), AdminState::Down)]);
-    assert!(
-        act.state.open_streams() <= 1,
-        "resync replaces the stream, never adds one"
+    assert!(restored_at.elapsed() >= Duration::from_secs(1));
+    assert_eq!(act.state.latest_state(&n[0]), Some(AdminState::Down));
+    assert_eq!(act.state.latest_state(&n[1]), Some(AdminState::None));
+    assert_eq!(
+        act.state.streams.lock().len(),
+        1,
+        "resync happens on the same stream, never a new one"
     );
     svc.stop().await;
 }
@@ -403,10 +380,11 @@ async fn every_endpoint_gets_every_node_and_endpoint_changes_disturb_no_one() {
     let (taint_tx, _taint_rx) = tokio::sync::mpsc::unbounded_channel();
     let core = Core {
         index: NodeIndex::new(TriggerSet::default()),
-        dispatch: Dispatcher::new(jiff::SignedDuration::from_mins(15)),
+        dispatch: Dispatcher::new(),
     };
     let shared = Arc::new(Shared::new(core, "test".into(), false, taint_tx));
     shared.become_leader(3);
+    shared.set_nodes_synced();
     let names: Vec<String> = (0..60)
         .map(|i| format!("aks-nodepool1-12345678-vmss{i:06}"))
         .collect();

@@ -31,11 +31,14 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
     })
     .await;
     assert_eq!(act.state.completed_snapshots(), 1);
-    assert!(
-        act.state.states().is_empty(),
-        "an untainted cluster asserts nothing"
-    );
     let names = c.node_names().await;
+    let states = act.state.states();
+    assert_eq!(
+        states.len(),
+        names.len(),
+        "an untainted cluster asserts None for every node"
+    );
+    assert!(states.iter().all(|(d, _)| d.desired() == AdminState::None));
 
     let cases: [(&str, Option<&str>, &str); 5] = [
         (OOS, None, "NoExecute"),
@@ -94,7 +97,8 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
         );
     }
     assert!(
-        act.state.latest(cordoned).is_none(),
+        act.state.deltas(cordoned).is_empty()
+            && act.state.latest_state(cordoned) == Some(AdminState::None),
         "cordon is not a signal"
     );
     assert!(c.node_events(cordoned).await.is_empty());
@@ -111,7 +115,8 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
         (act.state.latest_state(&names[5]) == Some(AdminState::Down)).then_some(())
     })
     .await;
-    assert!(act.state.latest(&names[6]).is_none());
+    assert!(act.state.deltas(&names[6]).is_empty());
+    assert_eq!(act.state.latest_state(&names[6]), Some(AdminState::None));
     assert!(
         svc.metric("cutover_signal_signals_total", "kind=\"taint\"")
             .await
@@ -223,7 +228,11 @@ async fn spot_notice_taints_exactly_once_and_ignores_noise() {
             "NoExecute".to_owned()
         )]
     );
-    assert!(act.state.latest(noisy).is_none());
+    assert_eq!(
+        act.state.latest_state(noisy),
+        Some(AdminState::None),
+        "noise leaves the node as it is"
+    );
     eventually("notice window observed at EFFECTIVE", || async {
         (svc.metric("cutover_signal_notice_window_remaining_seconds_count", "")
             .await

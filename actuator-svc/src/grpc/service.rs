@@ -91,9 +91,10 @@ async fn serve_stream(
     }
     let epoch = hello.leader_epoch;
     if let Err(newer) = svc.store.accept_epoch(epoch) {
-        return refuse(Status::failed_precondition(format!(
-            "hello.leader_epoch: {epoch} is older than the accepted leader epoch {newer}"
-        )))
+        return refuse(stale_epoch(
+            format!("hello.leader_epoch: {epoch} is older than the accepted leader epoch {newer}"),
+            newer,
+        ))
         .await;
     }
     tracing::info!(sender = %hello.sender_identity, epoch, "desired-state stream opened");
@@ -154,6 +155,17 @@ async fn serve_stream(
     forward.abort();
 }
 
+/// FAILED_PRECONDITION for a stale leader epoch, naming the accepted one in the trailing
+/// metadata `cutover-accepted-epoch`: a leader whose Lease was recreated below it raises its
+/// epoch above this (see `Hello.leader_epoch`).
+fn stale_epoch(message: String, accepted: u64) -> Status {
+    let mut status = Status::failed_precondition(message);
+    if let Ok(v) = accepted.to_string().parse() {
+        status.metadata_mut().insert("cutover-accepted-epoch", v);
+    }
+    status
+}
+
 async fn stream_loop(
     svc: &ActuatorService,
     inbound: &mut Streaming<SignalMessage>,
@@ -192,9 +204,10 @@ async fn stream_loop(
         };
         let newest = svc.store.max_epoch();
         if newest > epoch {
-            return Err(Status::failed_precondition(format!(
-                "leader epoch {epoch} was superseded by {newest}"
-            )));
+            return Err(stale_epoch(
+                format!("leader epoch {epoch} was superseded by {newest}"),
+                newest,
+            ));
         }
         match msg.kind {
             None => return Err(invalid("kind: required".into())),

@@ -178,7 +178,10 @@ pub struct Hello {
     pub sender_identity: ::prost::alloc::string::String,
     /// The sender's leadership epoch (see `Version.epoch`). A hello whose epoch is lower than
     /// one the actuator has already accepted from another sender is refused with
-    /// FAILED_PRECONDITION: a deposed leader must not overwrite its successor.
+    /// FAILED_PRECONDITION: a deposed leader must not overwrite its successor. The refusal (and
+    /// the one ending a stream whose epoch was superseded) carries the accepted epoch in the
+    /// trailing metadata key `cutover-accepted-epoch`, so a leader whose Lease was deleted and
+    /// recreated below it raises its epoch above that value instead of staying refused.
     #[prost(uint64, tag = "3")]
     pub leader_epoch: u64,
 }

@@ -8,10 +8,16 @@
 //!
 //! Handover without overlap: an actuator's assignment lapses `valid_for` after the last one it
 //! received. When a stream ends, the load balancers it was told it holds are *fenced*: nobody
-//! gets them until `valid_for` has passed since the last assignment sent on that stream, by
-//! which time the old holder has stopped writing on its own (frozen or not). A joining replica
-//! takes its share at once; the old holder is told in the same round (etags keep that brief
-//! overlap correct: both hold the same versioned states).
+//! *else* gets them until `valid_for` has passed since the last assignment sent on that
+//! stream, by which time the old holder has stopped writing on its own (frozen or not). The
+//! same replica (same endpoint) reconnecting gets its fenced load balancers back at once:
+//! a reconnect of a live replica never leaves its load balancers without a writer. A joining
+//! replica takes its share at once; the old holder is told in the same round (etags keep that
+//! brief overlap correct: both hold the same versioned states).
+//!
+//! The managed set follows the live streams: a load balancer goes only to a stream whose
+//! replica manages it, and one no live stream reports (removed from the configuration) leaves
+//! the plan once its fence has lapsed.
 //!
 //! Pure: time is an argument; the stream tasks send what [`Assigner::due`] returns and report
 //! it with [`Assigner::sent`].
@@ -29,6 +35,8 @@ pub type StreamId = u64;
 #[derive(Debug)]
 struct Slot {
     endpoint: String,
+    /// The load balancers this stream's replica manages (its `HelloAck`).
+    manages: BTreeSet<String>,
     /// The current plan for this stream.
     planned: BTreeSet<String>,
     planned_generation: u64,
@@ -56,8 +64,9 @@ pub struct Assigner {
     next_id: StreamId,
     managed: BTreeSet<String>,
     slots: BTreeMap<StreamId, Slot>,
-    /// Load balancer -> when the assignment of its last (dead) holder has lapsed.
-    fenced: BTreeMap<String, Instant>,
+    /// Load balancer -> when the assignment of its last (dead) holder has lapsed, and that
+    /// holder's endpoint (which may take it back at once).
+    fenced: BTreeMap<String, (Instant, String)>,
 }
 
 impl Assigner {
@@ -92,7 +101,7 @@ impl Assigner {
         self.fenced.clear();
     }
 
-    /// Every load balancer any live or past stream of this leadership reported.
+    /// Every load balancer a live stream reports, or a dead one held and is still fenced.
     pub fn managed(&self) -> &BTreeSet<String> {
         &self.managed
     }
@@ -106,11 +115,11 @@ impl Assigner {
     ) -> (StreamId, Outcome) {
         self.next_id += 1;
         let id = self.next_id;
-        self.managed.extend(load_balancers.iter().cloned());
         self.slots.insert(
             id,
             Slot {
                 endpoint: endpoint.to_owned(),
+                manages: load_balancers.iter().cloned().collect(),
                 planned: BTreeSet::new(),
                 planned_generation: 0,
                 told: BTreeSet::new(),
@@ -131,8 +140,13 @@ impl Assigner {
             let until = at + self.valid_for;
             if until > now {
                 for lb in slot.told {
-                    let f = self.fenced.entry(lb).or_insert(until);
-                    *f = (*f).max(until);
+                    let f = self
+                        .fenced
+                        .entry(lb)
+                        .or_insert((until, slot.endpoint.clone()));
+                    if until >= f.0 {
+                        *f = (until, slot.endpoint.clone());
+                    }
                 }
             }
         }
@@ -146,7 +160,7 @@ impl Assigner {
 
     /// The next instant at which [`Assigner::tick`] can change something, if any.
     pub fn next_fence_expiry(&self) -> Option<Instant> {
-        self.fenced.values().min().copied()
+        self.fenced.values().map(|(at, _)| *at).min()
     }
 
     /// The assignment to send on a stream now: a new plan, or a heartbeat when the last one
@@ -215,29 +229,43 @@ impl Assigner {
         let lapsed: Vec<String> = self
             .fenced
             .iter()
-            .filter(|(_, until)| **until <= now)
+            .filter(|(_, (until, _))| *until <= now)
             .map(|(lb, _)| lb.clone())
             .collect();
         for lb in &lapsed {
             self.fenced.remove(lb);
         }
+        self.managed = self
+            .slots
+            .values()
+            .flat_map(|s| s.manages.iter().cloned())
+            .chain(self.fenced.keys().cloned())
+            .collect();
         // Rendezvous over endpoints; with two streams to one endpoint (a reconnect racing
         // the old stream's end) the newer stream wins.
         let mut by_endpoint: BTreeMap<&str, StreamId> = BTreeMap::new();
         for (id, s) in &self.slots {
             by_endpoint.insert(&s.endpoint, *id);
         }
-        let live: Vec<String> = by_endpoint.keys().map(|e| (*e).to_owned()).collect();
         let mut plan: BTreeMap<StreamId, BTreeSet<String>> =
             self.slots.keys().map(|id| (*id, BTreeSet::new())).collect();
         for lb in &self.managed {
-            let Some(ep) = route::pick(lb, &live) else {
+            // Only replicas that manage this load balancer can write it.
+            let able: Vec<String> = by_endpoint
+                .iter()
+                .filter(|(_, id)| self.slots[*id].manages.contains(lb))
+                .map(|(e, _)| (*e).to_owned())
+                .collect();
+            let Some(ep) = route::pick(lb, &able) else {
                 continue;
             };
             let id = by_endpoint[ep.as_str()];
-            // A fenced load balancer is not granted anew; a stream that already has it keeps
-            // it (taking it back would only add a gap).
-            if self.fenced.contains_key(lb) && !self.slots[&id].told.contains(lb) {
+            // A fenced load balancer goes to nobody else; the stream that has it keeps it,
+            // and its own replica reconnecting takes it back (taking it away adds a gap).
+            if let Some((_, holder)) = self.fenced.get(lb)
+                && !self.slots[&id].told.contains(lb)
+                && *holder != self.slots[&id].endpoint
+            {
                 continue;
             }
             if let Some(p) = plan.get_mut(&id) {

@@ -1,4 +1,11 @@
-//! What each actuator stream must carry: versions, tombstones and per-endpoint outboxes.
+//! What each actuator stream must carry: versions, every node's state and per-endpoint
+//! outboxes.
+//!
+//! Level-triggered restore: every node of the cluster is asserted, `Down` or `None`, in every
+//! snapshot and resync. The whole desired state of a node is on the Node (taints, labels,
+//! the hold annotation), so nothing here depends on remembering a restore for a while: an
+//! actuator that sees `None` for a node whose entries read `Down` (an outside writer, an
+//! outage, a restart, a re-registered node) repairs them.
 //!
 //! Fan-out: every asserted node goes to every endpoint. Which replica *writes* a load
 //! balancer is decided by [`super::assign`], not by routing nodes: routing nodes over replicas
@@ -13,15 +20,15 @@ use super::index::{Change, Desired, DesiredState};
 use cutover_proto::v1::{
     AdminState, Forget, Hold, NodeDesiredState, NodeRef, Version, signal_message::Kind,
 };
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 #[derive(Debug)]
 struct Asserted {
     msg: NodeDesiredState,
-    desired: Desired,
-    /// For `None` states: until when the restore is repeated in snapshots.
-    tombstone_until: Option<Timestamp>,
+    /// A `None` that follows a `Down` seen here (a restore worth a Node event), as opposed to
+    /// the `None` every untriggered node carries.
+    restore: bool,
 }
 
 #[derive(Debug, Default)]
@@ -44,23 +51,24 @@ impl Outbox {
 pub struct Dispatcher {
     epoch: u64,
     seq: u64,
-    tombstone_ttl: SignedDuration,
+    /// Every node of the cluster, by UID.
     asserted: HashMap<String, Asserted>,
-    /// Names of nodes removed while asserted, until when a replacement under the same name
-    /// (a reimaged VM keeps its NIC and so its pool entries) gets its `None` asserted.
-    released: HashMap<String, Timestamp>,
     endpoints: Vec<String>,
     outboxes: HashMap<String, Outbox>,
 }
 
+impl Default for Dispatcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Dispatcher {
-    pub fn new(tombstone_ttl: SignedDuration) -> Self {
+    pub fn new() -> Self {
         Self {
             epoch: 0,
             seq: 0,
-            tombstone_ttl,
             asserted: HashMap::new(),
-            released: HashMap::new(),
             endpoints: Vec::new(),
             outboxes: HashMap::new(),
         }
@@ -74,7 +82,7 @@ impl Dispatcher {
         &self.endpoints
     }
 
-    /// Number of nodes currently asserted (Down or tombstoned None).
+    /// Number of nodes currently asserted (every node, Down or None).
     pub fn asserted_len(&self) -> usize {
         self.asserted.len()
     }
@@ -82,6 +90,12 @@ impl Dispatcher {
     /// The state last asserted for a node UID (to match actuator results to it).
     pub fn current(&self, uid: &str) -> Option<&NodeDesiredState> {
         self.asserted.get(uid).map(|a| &a.msg)
+    }
+
+    /// Whether the node's current `None` restores a `Down` asserted before (only those get a
+    /// Node event when effective; every other node carries `None` all the time).
+    pub fn is_restore(&self, uid: &str) -> bool {
+        self.asserted.get(uid).is_some_and(|a| a.restore)
     }
 
     fn next_version(&mut self) -> Version {
@@ -93,21 +107,13 @@ impl Dispatcher {
     }
 
     /// Feeds one index change. Returns the endpoints whose outbox changed.
-    pub fn apply(&mut self, change: &Change, now: Timestamp) -> Vec<String> {
+    pub fn apply(&mut self, change: &Change, _now: Timestamp) -> Vec<String> {
         match change {
-            Change::Set { state, .. } => self.set(state, now),
+            Change::Set { state, .. } => self.set(state),
             Change::Removed { node, .. } => {
                 let Some(old) = self.asserted.remove(&node.uid) else {
                     return Vec::new();
                 };
-                self.released.insert(
-                    old.msg
-                        .node
-                        .as_ref()
-                        .map(|n| n.name.clone())
-                        .unwrap_or_default(),
-                    now + self.tombstone_ttl,
-                );
                 let version = self.next_version();
                 let forget = Forget {
                     node: old.msg.node.clone(),
@@ -122,52 +128,21 @@ impl Dispatcher {
         }
     }
 
-    fn set(&mut self, state: &DesiredState, now: Timestamp) -> Vec<String> {
+    fn set(&mut self, state: &DesiredState) -> Vec<String> {
         let uid = state.node.uid.clone();
-        let tombstone_until = match (state.desired, self.asserted.get(&uid)) {
-            (Desired::Down, _) => None,
-            // Restored: repeat the `None` for a while so a missed restore is repaired.
-            (Desired::None, Some(a)) if a.desired == Desired::Down => {
-                Some(now + self.tombstone_ttl)
-            }
-            (Desired::None, Some(a)) => a.tombstone_until,
-            // A replacement for a node removed while asserted: its entries may still read
-            // the old node's `Down`, so its own `None` is asserted like a restore.
-            (Desired::None, None)
-                if self
-                    .released
-                    .remove(&state.node.name)
-                    .is_some_and(|until| until > now) =>
-            {
-                Some(now + self.tombstone_ttl)
-            }
-            // A node that was never asserted stays unasserted: `None` is not sent forever.
-            (Desired::None, None) => return Vec::new(),
-        };
+        let restore = state.desired == Desired::None
+            && self
+                .asserted
+                .get(&uid)
+                .is_some_and(|a| a.restore || a.msg.desired == AdminState::Down as i32);
         let version = self.next_version();
         let msg = to_proto(state, version);
-        self.asserted.insert(
-            uid.clone(),
-            Asserted {
-                msg,
-                desired: state.desired,
-                tombstone_until,
-            },
-        );
+        self.asserted.insert(uid.clone(), Asserted { msg, restore });
         for ob in self.outboxes.values_mut() {
             ob.forgets.remove(&uid);
             ob.mark(&uid);
         }
         self.endpoints.clone()
-    }
-
-    /// Drops tombstones older than the TTL (silently: the next snapshot no longer names them).
-    pub fn expire(&mut self, now: Timestamp) -> usize {
-        let before = self.asserted.len();
-        self.asserted
-            .retain(|_, a| a.tombstone_until.is_none_or(|t| t > now));
-        self.released.retain(|_, until| *until > now);
-        before - self.asserted.len()
     }
 
     /// A new leadership epoch: every asserted state gets a version of the new epoch, so the
@@ -218,6 +193,18 @@ impl Dispatcher {
             self.asserted.values().map(|a| a.msg.clone()).collect();
         out.sort_by(|a, b| node_name(a).cmp(node_name(b)));
         out
+    }
+
+    /// A periodic resync on a live stream: every node's latest state is sent again.
+    pub fn resync(&mut self, endpoint: &str) {
+        let Some(ob) = self.outboxes.get_mut(endpoint) else {
+            return;
+        };
+        let mut uids: Vec<&String> = self.asserted.keys().collect();
+        uids.sort();
+        for uid in uids {
+            ob.mark(uid);
+        }
     }
 
     /// Up to `max` pending messages for an endpoint, each with the node's latest state.

@@ -53,7 +53,7 @@ fn eps(n: usize) -> Vec<String> {
 }
 
 fn one_endpoint() -> (Dispatcher, String) {
-    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    let mut d = Dispatcher::new();
     d.set_epoch(7);
     d.set_endpoints(eps(1));
     (d, eps(1).remove(0))
@@ -81,12 +81,9 @@ fn snapshot_then_deltas() {
     d.apply(&set("a", Desired::Down), t0());
     d.apply(&set("b", Desired::None), t0());
     let snap = d.snapshot(&ep);
-    assert_eq!(
-        snap.len(),
-        1,
-        "only asserted nodes: a never-down node is not sent"
-    );
+    assert_eq!(snap.len(), 2, "every node, a never-down node too");
     assert_eq!(snap[0].desired, AdminState::Down as i32);
+    assert_eq!(snap[1].desired, AdminState::None as i32);
     assert!(
         d.next_deltas(&ep, 100).is_empty(),
         "the snapshot supersedes pending deltas"
@@ -141,21 +138,41 @@ fn versions_grow_within_and_across_epochs() {
     assert_eq!(d.snapshot(&ep)[0].version, Some(v3));
 }
 
+/// Level-triggered restore: `None` is asserted for as long as the node exists, not for a
+/// while in one process's memory, so an actuator can always repair a stray `Down`.
 #[test]
-fn tombstones_repeat_restores_until_expiry() {
+fn restores_are_asserted_for_as_long_as_the_node_exists() {
     let (mut d, ep) = one_endpoint();
     d.apply(&set("a", Desired::Down), t0());
     d.apply(&set("a", Desired::None), t0());
     let snap = d.snapshot(&ep);
     assert_eq!(snap.len(), 1);
     assert_eq!(snap[0].desired, AdminState::None as i32);
-    assert_eq!(d.expire(t0() + SignedDuration::from_mins(14)), 0);
-    assert_eq!(d.snapshot(&ep).len(), 1);
-    assert_eq!(d.expire(t0() + SignedDuration::from_mins(16)), 1);
-    assert!(d.snapshot(&ep).is_empty(), "None is not asserted forever");
-    // Down again after expiry is asserted again.
+    // However long later, and on a new leader's dispatcher built from the same nodes.
+    d.set_epoch(8);
+    assert_eq!(d.snapshot(&ep)[0].desired, AdminState::None as i32);
+    let mut fresh = Dispatcher::new();
+    fresh.set_epoch(9);
+    fresh.set_endpoints(eps(1));
+    fresh.apply(&set("a", Desired::None), t0());
+    assert_eq!(fresh.snapshot(&ep)[0].desired, AdminState::None as i32);
+}
+
+/// A periodic resync on a live stream re-sends every node's latest state as deltas.
+#[test]
+fn resync_marks_every_node_again() {
+    let (mut d, ep) = one_endpoint();
     d.apply(&set("a", Desired::Down), t0());
-    assert_eq!(d.snapshot(&ep).len(), 1);
+    d.apply(&set("b", Desired::None), t0());
+    d.snapshot(&ep);
+    assert_eq!(d.pending(&ep), 0);
+    d.resync(&ep);
+    let names: Vec<String> = d
+        .next_deltas(&ep, 10)
+        .iter()
+        .map(|k| delta_of(k).0.to_owned())
+        .collect();
+    assert_eq!(names, vec!["a", "b"]);
 }
 
 #[test]
@@ -179,28 +196,21 @@ fn a_replacement_under_the_same_name_gets_its_none_asserted() {
     d.apply(&removed("a"), t0());
     d.next_deltas(&ep, 10);
     // The node registers again (new UID, no trigger taint): its entries still read the old
-    // node's Down, so None is asserted for the new UID, and repeated like a restore.
+    // node's Down, so None is asserted for the new UID, like for every node.
     let mut again = set("a", Desired::None);
     if let Change::Set { state, .. } = &mut again {
         state.node.uid = "uid-a-2".into();
     }
-    d.apply(&again, t0() + SignedDuration::from_mins(1));
+    d.apply(&again, t0());
     let deltas = d.next_deltas(&ep, 10);
     assert_eq!(deltas.len(), 1);
     assert_eq!(delta_of(&deltas[0]).1, AdminState::None as i32);
     assert_eq!(d.snapshot(&ep)[0].node.as_ref().unwrap().uid, "uid-a-2");
-    // Only once: an unrelated new node is still not asserted, and neither is a replacement
-    // that comes after the memory expired.
-    d.apply(&set("b", Desired::None), t0());
-    d.apply(&removed("a"), t0());
-    d.expire(t0() + SignedDuration::from_mins(20));
-    d.apply(&again, t0() + SignedDuration::from_mins(20));
-    assert!(d.snapshot(&ep).is_empty(), "{:?}", d.snapshot(&ep));
 }
 
 #[test]
 fn every_endpoint_gets_every_node() {
-    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    let mut d = Dispatcher::new();
     d.set_epoch(1);
     d.set_endpoints(eps(3));
     let names: Vec<String> = (0..30).map(|i| format!("node-{i}")).collect();
@@ -240,7 +250,7 @@ fn every_endpoint_gets_every_node() {
 
 #[test]
 fn nodes_wait_for_an_endpoint() {
-    let mut d = Dispatcher::new(SignedDuration::from_mins(15));
+    let mut d = Dispatcher::new();
     d.set_epoch(1);
     assert!(d.apply(&set("a", Desired::Down), t0()).is_empty());
     let touched = d.set_endpoints(eps(1));

@@ -24,9 +24,9 @@ pub struct LeaseRecord {
 /// What to do with the observed Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// We hold it and lead: extend it.
+    /// We hold it under our current epoch: extend it, keeping `leaseTransitions`.
     Renew,
-    /// Take it, bumping `leaseTransitions` to this value: it becomes our epoch.
+    /// Take it (or raise it), setting `leaseTransitions` to this value: it becomes our epoch.
     Acquire { transitions: i32 },
     /// Someone else holds a live lease.
     Wait { holder: String },
@@ -35,26 +35,71 @@ pub enum Decision {
 /// Annotation with the Lease duration in milliseconds.
 pub const DURATION_MS_ANNOTATION: &str = "cutover.io/lease-duration-ms";
 
-/// `leaseTransitions` for a Lease we create: 1, so epoch 0 is never used (proto default).
+/// `leaseTransitions` for a Lease created from nothing: 1, so epoch 0 is never used (proto
+/// default).
 pub const CREATE_TRANSITIONS: i32 = 1;
+
+/// What this process knows about epochs, besides the Lease in front of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Epochs {
+    /// The epoch this process leads (or led, until someone else took over) with.
+    pub mine: Option<u64>,
+    /// The highest epoch an actuator has accepted, as reported when it refused ours: the
+    /// Lease may have been deleted and recreated below it.
+    pub floor: u64,
+    /// The highest `leaseTransitions` this process has observed on any Lease.
+    pub seen: u64,
+}
+
+fn clamp(v: u64) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+impl Epochs {
+    /// The epoch to take when acquiring on top of a Lease with `transitions`: above anything
+    /// any actuator or this process has seen, so the fence never goes backwards.
+    fn next(&self, transitions: i32) -> i32 {
+        let base = u64::try_from(transitions)
+            .unwrap_or(0)
+            .max(self.floor)
+            .max(self.seen)
+            .max(self.mine.unwrap_or(0));
+        clamp(base.saturating_add(1))
+    }
+
+    /// `leaseTransitions` for a Lease we create (it was absent, e.g. deleted): our own epoch if
+    /// we lead and nothing above it is known (so our streams go on), else the next one.
+    pub fn create(&self) -> i32 {
+        match self.mine {
+            Some(e) if e > self.floor && e >= self.seen => clamp(e),
+            _ if self.mine.is_none() && self.floor == 0 && self.seen == 0 => CREATE_TRANSITIONS,
+            _ => self.next(0),
+        }
+    }
+}
 
 /// Decides given whether the record has expired (see [`Observer`]).
 ///
-/// A Lease held under our own identity while this process does not lead was left by a
-/// previous incarnation of us (a restarted pod keeps its name): it is re-acquired with a bumped
-/// `leaseTransitions` so versions keep growing across restarts.
-pub fn decide(record: &LeaseRecord, me: &str, leading: bool, expired: bool) -> Decision {
-    let next = record.transitions.saturating_add(1);
+/// - Held under our identity and our current epoch: renew, unless an actuator has accepted an
+///   epoch at or above it (the Lease was recreated below what the fleet has seen): then raise.
+/// - Held under our identity with another epoch: left by a previous incarnation of us (a
+///   restarted pod keeps its name), so re-acquire with a bumped epoch: versions keep growing.
+/// - Free, or held by someone else and expired by our own clock: acquire with a bumped epoch.
+pub fn decide(record: &LeaseRecord, me: &str, epochs: &Epochs, expired: bool) -> Decision {
+    let acquire = Decision::Acquire {
+        transitions: epochs.next(record.transitions),
+    };
     match record.holder.as_deref() {
-        None | Some("") => Decision::Acquire { transitions: next },
+        None | Some("") => acquire,
         Some(h) if h == me => {
-            if leading {
+            let current = u64::try_from(record.transitions).ok();
+            if current.is_some() && epochs.mine == current && current > Some(epochs.floor) {
                 Decision::Renew
             } else {
-                Decision::Acquire { transitions: next }
+                acquire
             }
         }
-        Some(_) if expired => Decision::Acquire { transitions: next },
+        Some(_) if expired => acquire,
         Some(h) => Decision::Wait {
             holder: h.to_owned(),
         },
@@ -107,34 +152,97 @@ mod tests {
         }
     }
 
+    fn epochs(mine: Option<u64>, floor: u64) -> Epochs {
+        Epochs {
+            mine,
+            floor,
+            seen: 0,
+        }
+    }
+
     #[test]
     fn decisions() {
+        let none = epochs(None, 0);
         let free = rec(None, 3, "t");
         assert_eq!(
-            decide(&free, "a", false, false),
+            decide(&free, "a", &none, false),
             Decision::Acquire { transitions: 4 }
         );
         let empty = rec(Some(""), 3, "t");
         assert_eq!(
-            decide(&empty, "a", false, false),
+            decide(&empty, "a", &none, false),
             Decision::Acquire { transitions: 4 }
         );
         let mine = rec(Some("a"), 3, "t");
-        assert_eq!(decide(&mine, "a", true, false), Decision::Renew);
+        assert_eq!(
+            decide(&mine, "a", &epochs(Some(3), 0), false),
+            Decision::Renew
+        );
         // Restarted under the same name: bump, so the epoch grows.
         assert_eq!(
-            decide(&mine, "a", false, false),
+            decide(&mine, "a", &none, false),
             Decision::Acquire { transitions: 4 }
         );
         let theirs = rec(Some("b"), 3, "t");
         assert_eq!(
-            decide(&theirs, "a", false, false),
+            decide(&theirs, "a", &none, false),
             Decision::Wait { holder: "b".into() }
         );
         assert_eq!(
-            decide(&theirs, "a", false, true),
+            decide(&theirs, "a", &none, true),
             Decision::Acquire { transitions: 4 }
         );
+    }
+
+    /// The same process taking its own Lease back (after a renewal deadline passed without
+    /// anyone else writing) keeps its epoch: no new versions, no new streams.
+    #[test]
+    fn the_same_process_re_acquiring_keeps_its_epoch() {
+        let mine = rec(Some("a"), 7, "t");
+        assert_eq!(
+            decide(&mine, "a", &epochs(Some(7), 0), true),
+            Decision::Renew
+        );
+    }
+
+    /// A Lease deleted and recreated restarts `leaseTransitions` at 1; an actuator that
+    /// accepted 5 reports it and the leader raises its own Lease above it.
+    #[test]
+    fn a_recreated_lease_is_raised_above_what_actuators_accepted() {
+        let recreated = rec(Some("a"), 1, "t");
+        assert_eq!(
+            decide(&recreated, "a", &epochs(Some(1), 5), false),
+            Decision::Acquire { transitions: 6 }
+        );
+        let free = rec(None, 1, "t");
+        assert_eq!(
+            decide(&free, "b", &epochs(None, 5), false),
+            Decision::Acquire { transitions: 6 }
+        );
+        // What this process saw before the deletion counts too.
+        let seen = Epochs {
+            mine: None,
+            floor: 0,
+            seen: 9,
+        };
+        assert_eq!(
+            decide(&free, "b", &seen, false),
+            Decision::Acquire { transitions: 10 }
+        );
+    }
+
+    #[test]
+    fn creating_keeps_a_leaders_epoch_and_never_goes_below_what_was_seen() {
+        assert_eq!(Epochs::default().create(), CREATE_TRANSITIONS);
+        // The leader recreates its deleted Lease under its own epoch: streams go on.
+        assert_eq!(epochs(Some(5), 0).create(), 5);
+        assert_eq!(epochs(Some(5), 5).create(), 6);
+        let standby = Epochs {
+            mine: None,
+            floor: 0,
+            seen: 5,
+        };
+        assert_eq!(standby.create(), 6);
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! - [`hold`]: durable tool holds stored as a Node annotation.
 //! - [`index`]: watch events in, desired-state changes and taint requests out.
 //! - [`route`]: rendezvous hashing of load balancers onto actuator endpoints.
-//! - [`dispatch`]: versions, tombstones and the per-endpoint outboxes (latest state + dirty set).
+//! - [`dispatch`]: versions, every node's asserted state and the per-endpoint outboxes
+//!   (latest state + dirty set).
 //! - [`assign`]: which live actuator stream writes which load balancer, fenced handovers.
 //! - [`coverage`]: a node version is accepted / effective once its results cover every
 //!   managed load balancer.
-//! - [`lease`]: the leader-election decision for one observed Lease.
+//! - [`lease`]: the leader-election decision for one observed Lease, epochs that never go back.
+//! - [`term`]: a leader's term: renew deadline, suspension, loss (client-go semantics).
 //! - [`backoff`]: capped exponential backoff with jitter.
 
 /// The field manager of every write signal-svc makes to a Node (taints, hold annotations).
@@ -29,3 +31,4 @@ pub mod node;
 pub mod notice;
 pub mod route;
 pub mod taints;
+pub mod term;

@@ -308,6 +308,9 @@ pub struct FakeState {
     pub mode: Mutex<Mode>,
     /// What the HelloAck reports as managed.
     pub load_balancers: Mutex<Vec<String>>,
+    /// The highest leader epoch accepted; lower hellos are refused as the real actuator
+    /// does (FAILED_PRECONDITION naming it in `cutover-accepted-epoch`).
+    pub max_epoch: Mutex<u64>,
 }
 
 impl FakeState {
@@ -605,7 +608,28 @@ impl Actuator for FakeSvc {
                     streams[idx].at.push(tokio::time::Instant::now());
                 }
                 let nodes: Vec<NodeDesiredState> = match m.kind {
-                    Some(Kind::Hello(_)) => {
+                    Some(Kind::Hello(h)) => {
+                        let refused = {
+                            let mut max = state.max_epoch.lock();
+                            if h.leader_epoch < *max {
+                                Some(*max)
+                            } else {
+                                *max = h.leader_epoch;
+                                None
+                            }
+                        };
+                        if let Some(accepted) = refused {
+                            let mut st = tonic::Status::failed_precondition(format!(
+                                "hello.leader_epoch: {} is older than the accepted leader epoch {accepted}",
+                                h.leader_epoch
+                            ));
+                            st.metadata_mut().insert(
+                                "cutover-accepted-epoch",
+                                accepted.to_string().parse().unwrap(),
+                            );
+                            let _ = tx.send(Err(st)).await;
+                            break;
+                        }
                         let ack = ActuatorMessage {
                             kind: Some(actuator_message::Kind::HelloAck(HelloAck {
                                 actuator_identity: state.name.clone(),
@@ -706,6 +730,7 @@ impl FakeActuator {
             streams: Mutex::default(),
             mode: Mutex::new(mode),
             load_balancers: Mutex::new(vec!["kubernetes".into()]),
+            max_epoch: Mutex::new(0),
         });
         let svc = ActuatorServer::new(FakeSvc(state.clone()));
         let mut builder = tonic::transport::Server::builder();
