@@ -504,6 +504,30 @@ impl PoolIndex {
         out
     }
 
+    /// Whether any entry of `lb` reads `Down` (self-heal looks further only then).
+    pub fn any_down(&self, lb: &str) -> bool {
+        self.lbs
+            .iter()
+            .filter(|l| l.name.eq_ignore_ascii_case(lb))
+            .any(|l| l.entries.iter().any(|e| e.admin == Admin::Down))
+    }
+
+    /// False when an entry of `lb` named in `changes` (pool -> entry -> state) reads another
+    /// state: a write that ended did not land (canceled, or overwritten since).
+    pub fn reads_all(&self, lb: &str, changes: &BTreeMap<String, BTreeMap<String, Admin>>) -> bool {
+        self.lbs
+            .iter()
+            .filter(|l| l.name.eq_ignore_ascii_case(lb))
+            .all(|l| {
+                l.entries.iter().all(|e| {
+                    let pool = l.pools.get(usize::from(e.pool)).map(|p| &*p.name);
+                    pool.and_then(|p| changes.get(p))
+                        .and_then(|m| m.get(&*e.name))
+                        .is_none_or(|want| *want == e.admin)
+                })
+            })
+    }
+
     /// The entries of `node`, on the load balancer `lb` only when given.
     pub fn resolve(&self, node: &NodeSpec, lb: Option<&str>) -> Resolved {
         let mut notes = Vec::new();

@@ -30,6 +30,9 @@ pub struct Metrics {
     to_accepted: Histogram,
     to_effective: Histogram,
     drift_repaired: Counter,
+    restored: Family<Labels, Counter>,
+    results_resent: Counter,
+    operations_failed: Family<Labels, Counter>,
     queue_depth: Family<Labels, Gauge>,
     results: Family<Labels, Counter>,
     owned: Family<Labels, Gauge>,
@@ -100,6 +103,24 @@ impl Metrics {
             "Time from receiving a desired state to every entry reading it back",
             to_effective.clone(),
         );
+        let restored = Family::<Labels, Counter>::default();
+        registry.register(
+            "restored",
+            "Nodes whose entries were found Down although their desired state is None, and set back to None (level-triggered restore), by load balancer",
+            restored.clone(),
+        );
+        let results_resent = Counter::default();
+        registry.register(
+            "results_resent",
+            "Results sent again because signal-svc had not confirmed them",
+            results_resent.clone(),
+        );
+        let operations_failed = Family::<Labels, Counter>::default();
+        registry.register(
+            "operations_failed",
+            "Write operations that ended Failed or Canceled, or stayed Updating past the bound, by load balancer and status",
+            operations_failed.clone(),
+        );
         let drift_repaired = Counter::default();
         registry.register(
             "drift_repaired",
@@ -167,6 +188,9 @@ impl Metrics {
             to_accepted,
             to_effective,
             drift_repaired,
+            restored,
+            results_resent,
+            operations_failed,
             queue_depth,
             results,
             owned,
@@ -224,6 +248,23 @@ impl Metrics {
     }
     pub fn effective_after(&self, seconds: f64) {
         self.to_effective.observe(seconds);
+    }
+    /// A repaired `None` became effective on `lbs`.
+    pub fn restored(&self, lbs: &[String]) {
+        for lb in lbs {
+            self.restored
+                .get_or_create(&labels(&[("load_balancer", lb)]))
+                .inc();
+        }
+    }
+    pub fn result_resent(&self) {
+        self.results_resent.inc();
+    }
+    /// `status`: `Failed`, `Canceled` or `Stuck` (still Updating past the bound).
+    pub fn operation_failed(&self, lb: &str, status: &str) {
+        self.operations_failed
+            .get_or_create(&labels(&[("load_balancer", lb), ("status", status)]))
+            .inc();
     }
     pub fn drift(&self, entries: usize) {
         self.drift_repaired.inc_by(entries as u64);

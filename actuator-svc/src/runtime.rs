@@ -44,6 +44,9 @@ pub fn managed_lbs(cfg: &AzureConfig, cluster_name: &str) -> Vec<String> {
         .collect()
 }
 
+/// How often unconfirmed results are sent again (signal-svc confirms within a round trip).
+const RESEND_EVERY: Duration = Duration::from_secs(3);
+
 /// A running actuator.
 pub struct Running {
     pub grpc_addr: SocketAddr,
@@ -72,11 +75,63 @@ impl Running {
     }
 }
 
-/// Loads the config and starts everything.
+/// Loads the config and starts everything, as a list of steps: every input is validated
+/// before any port is bound.
 pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
+    let loaded = load(&args, &env)?;
+    let metrics = Arc::new(Metrics::new());
+    let (arm, read) = arm_client(&args, &env, &loaded, metrics.clone())?;
+    let writer_cfg = writer_config(&args)?;
+    let lbs = managed_lbs(&loaded.cfg, &args.cluster_name);
+    let store = Arc::new(Store::new(&lbs, metrics.clone()));
+    let cache = Arc::new(SharedCache::default());
+    let (grpc_listener, admin_listener) = bind(&args).await?;
+    let (grpc_addr, admin_addr) = (grpc_listener.local_addr()?, admin_listener.local_addr()?);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+
+    let parts = Parts {
+        arm,
+        store: store.clone(),
+        cache,
+        metrics,
+        lbs,
+        shutdown: shutdown_rx,
+    };
+    let writers = parts.spawn_writers(&writer_cfg);
+    let (mut servers, ready) = parts.spawn_background(&args, &loaded.cfg);
+    servers.push(parts.spawn_resender());
+    servers.push(parts.spawn_admin(admin_listener, ready.clone()));
+    let svc = parts.service(&args, loaded.lists, &writer_cfg, read);
+    servers.extend(
+        parts
+            .spawn_grpc(grpc_listener, loaded.tls, svc, ready)
+            .await,
+    );
+    tracing::info!(%grpc_addr, %admin_addr, load_balancers = ?parts.lbs, strategy = ?args.write_strategy, dry_run = args.dry_run, "actuator-svc started");
+    Ok(Running {
+        grpc_addr,
+        admin_addr,
+        store,
+        shutdown,
+        writers,
+        servers,
+        grace: args.shutdown_grace,
+    })
+}
+
+/// What the config files and flags say, validated.
+struct Loaded {
+    cfg: AzureConfig,
+    authority: url::Url,
+    tls: Option<Arc<TlsReloader>>,
+    lists: AllowLists,
+}
+
+/// Step 1: `azure.json`, the AAD authority, TLS files and allow-lists.
+fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
     let text = std::fs::read_to_string(&args.cloud_config)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let cfg = azure_json::parse(&text, &args.cluster_name, &env)
+    let cfg = azure_json::parse(&text, &args.cluster_name, env)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
     let authority = args
         .authority()
@@ -96,12 +151,28 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
         tool: args.tool_clients.clone(),
     };
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
+    Ok(Loaded {
+        cfg,
+        authority,
+        tls,
+        lists,
+    })
+}
 
+/// Step 2: the credential and the ARM client with its one shared budget; returns the read
+/// limits too (the tools' share of reads is cut from them).
+fn arm_client(
+    args: &Args,
+    env: &EnvOverrides,
+    loaded: &Loaded,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<(ArmClient, Limits)> {
+    let (cfg, authority) = (&loaded.cfg, &loaded.authority);
     let http = azure_core::new_http_client();
     let credential = credentials::build(
         &cfg.credential,
         &cfg.tenant_id,
-        &authority,
+        authority,
         http.clone(),
         credentials::Sources {
             reread_every: credentials::REREAD_EVERY,
@@ -112,7 +183,6 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             }),
         },
     )?;
-    let metrics = Arc::new(Metrics::new());
     let (read, write) = match cfg.rate_limit {
         Some(r) => (
             Limits {
@@ -141,25 +211,16 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             node_resource_group: cfg.resource_group.clone(),
         },
         budget,
-        metrics.clone(),
+        metrics,
         args.arm_timeout,
     )
     .with_body_budget(args.lb_read_budget);
-    let lbs = managed_lbs(&cfg, &args.cluster_name);
-    let store = Arc::new(Store::new(&lbs, metrics.clone()));
-    let cache = Arc::new(SharedCache::default());
+    Ok((arm, read))
+}
 
-    let grpc_listener = TcpListener::bind(args.grpc_listen)
-        .await
-        .with_context(|| format!("--grpc-listen {}", args.grpc_listen))?;
-    let admin_listener = TcpListener::bind(args.admin_listen)
-        .await
-        .with_context(|| format!("--admin-listen {}", args.admin_listen))?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
-    let (shutdown, shutdown_rx) = watch::channel(false);
-
-    let writer_cfg = WriterConfig {
+/// Step 3: the writers' settings.
+fn writer_config(args: &Args) -> anyhow::Result<WriterConfig> {
+    Ok(WriterConfig {
         strategy: args.write_strategy,
         dry_run: args.dry_run,
         self_heal: args.self_heal_interval,
@@ -173,48 +234,100 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             .map_err(anyhow::Error::msg)
             .context("--max-down-share")?,
         bases: Arc::new(crate::cache::BaseCache::new(args.base_cache_budget)),
+        op_slow: args.operation_slow_after,
         ..WriterConfig::new(args.write_strategy)
-    };
-    let in_flight = Arc::new(InFlight::default());
-    let writers: Vec<JoinHandle<()>> = lbs
-        .iter()
-        .map(|lb| {
-            let w = Writer::new(
-                lb.clone(),
-                arm.clone(),
-                store.clone(),
-                cache.clone(),
-                metrics.clone(),
-                writer_cfg.clone(),
-                in_flight.clone(),
-            );
-            tokio::spawn(w.run(shutdown_rx.clone()))
-        })
-        .collect();
+    })
+}
 
-    let mut servers = Vec::new();
-    // Token: readiness needs one; the first ARM call would get it anyway, this reports early.
-    let token_ok = Arc::new(AtomicBool::new(false));
-    servers.push(tokio::spawn(token_probe(
-        arm.clone(),
-        token_ok.clone(),
-        shutdown_rx.clone(),
-    )));
-    if cfg.pool_type == PoolConfigType::NodeIpConfiguration {
-        servers.push(tokio::spawn(nic_refresher(
-            arm.clone(),
-            cache.clone(),
-            args.pool_refresh_interval,
-            shutdown_rx.clone(),
-        )));
+/// Step 4: both listeners (the last step that can fail on input).
+async fn bind(args: &Args) -> anyhow::Result<(TcpListener, TcpListener)> {
+    let grpc = TcpListener::bind(args.grpc_listen)
+        .await
+        .with_context(|| format!("--grpc-listen {}", args.grpc_listen))?;
+    let admin = TcpListener::bind(args.admin_listen)
+        .await
+        .with_context(|| format!("--admin-listen {}", args.admin_listen))?;
+    Ok((grpc, admin))
+}
+
+/// The shared parts every task is built from.
+struct Parts {
+    arm: ArmClient,
+    store: Arc<Store>,
+    cache: Arc<SharedCache>,
+    metrics: Arc<Metrics>,
+    lbs: Vec<String>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Parts {
+    /// One writer task per managed load balancer.
+    fn spawn_writers(&self, cfg: &WriterConfig) -> Vec<JoinHandle<()>> {
+        let in_flight = Arc::new(InFlight::default());
+        self.lbs
+            .iter()
+            .map(|lb| {
+                let w = Writer::new(
+                    lb.clone(),
+                    self.arm.clone(),
+                    self.store.clone(),
+                    self.cache.clone(),
+                    self.metrics.clone(),
+                    cfg.clone(),
+                    in_flight.clone(),
+                );
+                tokio::spawn(w.run(self.shutdown.clone()))
+            })
+            .collect()
     }
-    let ready: admin::ReadyFn = {
-        let (cache, lbs, token_ok, shutdown_rx) = (
-            cache.clone(),
-            lbs.clone(),
+
+    /// The token probe and the NIC refresher, and the readiness they feed.
+    fn spawn_background(
+        &self,
+        args: &Args,
+        cfg: &AzureConfig,
+    ) -> (Vec<JoinHandle<()>>, admin::ReadyFn) {
+        let mut tasks = Vec::new();
+        // Token: readiness needs one; the first ARM call would get it anyway, this reports early.
+        let token_ok = Arc::new(AtomicBool::new(false));
+        tasks.push(tokio::spawn(token_probe(
+            self.arm.clone(),
             token_ok.clone(),
-            shutdown_rx.clone(),
-        );
+            self.shutdown.clone(),
+        )));
+        if cfg.pool_type == PoolConfigType::NodeIpConfiguration {
+            tasks.push(tokio::spawn(nic_refresher(
+                self.arm.clone(),
+                self.cache.clone(),
+                args.pool_refresh_interval,
+                self.shutdown.clone(),
+            )));
+        }
+        (tasks, self.readiness(token_ok))
+    }
+
+    /// Re-sends the results signal-svc has not confirmed (lost on a lagging broadcast or a
+    /// stream that ended) until its fleet status reaches their phase.
+    fn spawn_resender(&self) -> JoinHandle<()> {
+        let (store, mut shutdown) = (self.store.clone(), self.shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RESEND_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        store.resend_unconfirmed();
+                    }
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+            }
+        })
+    }
+
+    /// `/ready`: a token, every LB's pool index built, and not draining.
+    fn readiness(&self, token_ok: Arc<AtomicBool>) -> admin::ReadyFn {
+        let (cache, lbs, shutdown_rx) =
+            (self.cache.clone(), self.lbs.clone(), self.shutdown.clone());
         Arc::new(move || {
             if *shutdown_rx.borrow() {
                 return Err("shutting down".into());
@@ -227,65 +340,79 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
             }
             Ok(())
         })
-    };
-    servers.push(tokio::spawn(admin::serve(
-        admin_listener,
-        ready.clone(),
-        metrics.clone(),
-        shutdown_rx.clone(),
-    )));
-
-    let svc = ActuatorService {
-        store: store.clone(),
-        cache: cache.clone(),
-        arm: arm.clone(),
-        lists,
-        identity: args.identity.clone(),
-        cluster_name: args.cluster_name.clone(),
-        shutdown: shutdown_rx.clone(),
-        guard: writer_cfg.guard.clone(),
-        limiter: Arc::new(ToolLimiter::new(args.tool_rate, args.tool_burst)),
-        unknown: Arc::new(UnknownNodes::new(args.unknown_node_refresh)),
-        tool_reads: Arc::new(Mutex::new(ToolShare::new(
-            read,
-            tokio::time::Instant::now(),
-        ))),
-        metrics: metrics.clone(),
-    };
-    // gRPC health follows /ready: NOT_SERVING until the token and pool index are ready, and
-    // again from the start of the drain.
-    let (health, health_svc) = grpc::health::reporter().await;
-    servers.push(tokio::spawn(grpc::health::follow(
-        health.clone(),
-        ready,
-        shutdown_rx.clone(),
-    )));
-    if let Some(tls) = &tls {
-        servers.push(tokio::spawn(
-            tls.clone()
-                .watch(tls_reload::POLL_EVERY, shutdown_rx.clone()),
-        ));
     }
-    let mut rx = shutdown_rx.clone();
-    let stop = async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    servers.push(tokio::spawn(async move {
-        if let Err(e) = grpc::serve(grpc_listener, tls, svc, health_svc, stop).await {
-            tracing::error!(error = %e, "gRPC server stopped");
+
+    fn spawn_admin(&self, listener: TcpListener, ready: admin::ReadyFn) -> JoinHandle<()> {
+        tokio::spawn(admin::serve(
+            listener,
+            ready,
+            self.metrics.clone(),
+            self.shutdown.clone(),
+        ))
+    }
+
+    /// The `cutover.v1.Actuator` service.
+    fn service(
+        &self,
+        args: &Args,
+        lists: AllowLists,
+        writer_cfg: &WriterConfig,
+        read: Limits,
+    ) -> ActuatorService {
+        ActuatorService {
+            store: self.store.clone(),
+            cache: self.cache.clone(),
+            arm: self.arm.clone(),
+            lists,
+            identity: args.identity.clone(),
+            cluster_name: args.cluster_name.clone(),
+            shutdown: self.shutdown.clone(),
+            guard: writer_cfg.guard.clone(),
+            limiter: Arc::new(ToolLimiter::new(args.tool_rate, args.tool_burst)),
+            unknown: Arc::new(UnknownNodes::new(args.unknown_node_refresh)),
+            tool_reads: Arc::new(Mutex::new(ToolShare::new(
+                read,
+                tokio::time::Instant::now(),
+            ))),
+            metrics: self.metrics.clone(),
         }
-        drop(health);
-    }));
-    tracing::info!(%grpc_addr, %admin_addr, load_balancers = ?lbs, strategy = ?args.write_strategy, dry_run = args.dry_run, "actuator-svc started");
-    Ok(Running {
-        grpc_addr,
-        admin_addr,
-        store,
-        shutdown,
-        writers,
-        servers,
-        grace: args.shutdown_grace,
-    })
+    }
+
+    /// The gRPC server, its health reporter and the TLS reloader.
+    async fn spawn_grpc(
+        &self,
+        listener: TcpListener,
+        tls: Option<Arc<TlsReloader>>,
+        svc: ActuatorService,
+        ready: admin::ReadyFn,
+    ) -> Vec<JoinHandle<()>> {
+        let mut tasks = Vec::new();
+        // gRPC health follows /ready: NOT_SERVING until the token and pool index are ready, and
+        // again from the start of the drain.
+        let (health, health_svc) = grpc::health::reporter().await;
+        tasks.push(tokio::spawn(grpc::health::follow(
+            health.clone(),
+            ready,
+            self.shutdown.clone(),
+        )));
+        if let Some(tls) = &tls {
+            tasks.push(tokio::spawn(
+                tls.clone()
+                    .watch(tls_reload::POLL_EVERY, self.shutdown.clone()),
+            ));
+        }
+        let mut rx = self.shutdown.clone();
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = grpc::serve(listener, tls, svc, health_svc, stop).await {
+                tracing::error!(error = %e, "gRPC server stopped");
+            }
+            drop(health);
+        }));
+        tasks
+    }
 }
 
 async fn token_probe(arm: ArmClient, ok: Arc<AtomicBool>, mut shutdown: watch::Receiver<bool>) {

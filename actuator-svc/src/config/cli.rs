@@ -130,6 +130,10 @@ pub struct Args {
     /// Maximum age of cached pools before a write re-reads them.
     #[arg(long, env = "ACTUATOR_POOL_REFRESH_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub pool_refresh_interval: Duration,
+    /// An ARM operation still Updating this long is reported as FAILED (will retry) for the
+    /// nodes waiting on it, with a metric; tracking goes on.
+    #[arg(long, env = "ACTUATOR_OPERATION_SLOW_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub operation_slow_after: Duration,
     /// How often pools are re-read and drifted entries repaired.
     #[arg(long, env = "ACTUATOR_SELF_HEAL_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub self_heal_interval: Duration,

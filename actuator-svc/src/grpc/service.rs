@@ -280,7 +280,7 @@ async fn stream_loop(
                     && let (Some(node), Some(version)) = (s.node, s.version)
                 {
                     let phase = ResultPhase::try_from(s.phase).unwrap_or(ResultPhase::Unspecified);
-                    svc.store.note_status(&node.uid, version, phase);
+                    svc.store.note_fleet(&node, version, phase);
                 }
             }
             Some(signal_message::Kind::Forget(f)) => {
@@ -563,6 +563,7 @@ impl Actuator for ActuatorService {
                     at: Some(now),
                     received_at: Some(now),
                     load_balancers: self.store.lbs(),
+                    ..NodeResult::default()
                 }),
                 timed_out: false,
             }));
@@ -672,7 +673,10 @@ impl Actuator for ActuatorService {
         request: Request<GetNodeAdminStateRequest>,
     ) -> Result<Response<GetNodeAdminStateResponse>, Status> {
         self.lists.check(&request, Role::Tool)?;
-        self.limit(&request, "GetNodeAdminState")?;
+        // Only a fresh read spends ARM budget; a cached answer costs nothing to limit.
+        if request.get_ref().fresh {
+            self.limit(&request, "GetNodeAdminState")?;
+        }
         let req = request.into_inner();
         let (node, spec) = validate::get_request(&req)?;
         let mut notes = Vec::new();
@@ -722,8 +726,8 @@ impl Actuator for ActuatorService {
         &self,
         request: Request<ListHeldEntriesRequest>,
     ) -> Result<Response<ListHeldEntriesResponse>, Status> {
+        // Answered from memory and the cached pools (no ARM call): not rate-limited.
         self.lists.check(&request, Role::Tool)?;
-        self.limit(&request, "ListHeldEntries")?;
         let req = request.into_inner();
         let lb_filter = validate::list_request(&req)?;
         let (index, _) = self.cache.index(None);
@@ -732,7 +736,7 @@ impl Actuator for ActuatorService {
             if h.desired != crate::index::Admin::Down {
                 continue;
             }
-            let entries: Vec<_> = index
+            let mut entries: Vec<_> = index
                 .resolve(&h.spec, lb_filter)
                 .entries
                 .iter()
@@ -742,18 +746,33 @@ impl Actuator for ActuatorService {
                 continue;
             }
             // Stream states: the fleet-wide phase (another replica may own the LBs); a
-            // memory-only tool hold is written by this replica alone.
-            let effective = match h.source {
-                Source::Stream => {
-                    self.store.fleet_phase(&h.node.uid, h.version) == Some(ResultPhase::Effective)
-                }
-                Source::Tool => {
-                    h.effective()
-                        && entries
-                            .iter()
-                            .all(|e| e.admin_state == AdminState::Down as i32)
-                }
+            // memory-only tool hold is written by this replica alone. The entries listed
+            // never contradict `effective`: an entry whose copy here was read before the
+            // fleet status arrived (a non-owner's copy, older than the owner's write) shows
+            // the state the owners confirmed; one read since shows what it reads, and then
+            // decides (an outside writer may have changed it after the status).
+            let reached = match h.source {
+                Source::Stream => match self.store.fleet_phase_since(&h.node.uid, h.version) {
+                    Some((ResultPhase::Effective, at)) => {
+                        for e in &mut entries {
+                            let older = self
+                                .cache
+                                .age(&e.load_balancer)
+                                .is_none_or(|age| age > at.elapsed());
+                            if older {
+                                e.admin_state = AdminState::Down as i32;
+                            }
+                        }
+                        true
+                    }
+                    _ => false,
+                },
+                Source::Tool => h.effective(),
             };
+            let effective = reached
+                && entries
+                    .iter()
+                    .all(|e| e.admin_state == AdminState::Down as i32);
             // A hold shows its own reason text and the time it was set (which outlives any
             // replica), not the time this replica learnt of it.
             let (reasons, since) = match (&h.hold, h.source) {
@@ -798,13 +817,16 @@ impl Actuator for ActuatorService {
         let req = request.into_inner();
         validate::watch_request(&req)?;
         let name = req.node_name;
-        let stream = tokio_stream::wrappers::BroadcastStream::new(self.store.subscribe())
-            .filter_map(move |r| match r {
-                Ok(r) if name.is_empty() || r.node.as_ref().is_some_and(|n| n.name == name) => {
-                    Some(Ok(r))
-                }
-                _ => None,
-            });
+        // This replica's own results (tool requests it writes, the LBs it owns) and the
+        // fleet-wide phases signal-svc reports (every replica's writes, `fleet` set).
+        let own = tokio_stream::wrappers::BroadcastStream::new(self.store.subscribe());
+        let fleet = tokio_stream::wrappers::BroadcastStream::new(self.store.subscribe_fleet());
+        let stream = own.merge(fleet).filter_map(move |r| match r {
+            Ok(r) if name.is_empty() || r.node.as_ref().is_some_and(|n| n.name == name) => {
+                Some(Ok(r))
+            }
+            _ => None,
+        });
         let mut shutdown = self.shutdown.clone();
         let drained = async move {
             let _ = shutdown.wait_for(|s| *s).await;

@@ -39,7 +39,9 @@ impl Writer {
         drop(base);
         let acc = classify(put)?;
         outcome::report_accepted(&self.store, &self.lb, changed);
-        self.track(Instant::now(), Some(acc)).await
+        let since = Instant::now();
+        self.track(since, Some(acc.clone())).await?;
+        self.landed(since, &acc, &plan.changes).await
     }
 
     pub(super) async fn write_pools(
@@ -80,7 +82,10 @@ impl Writer {
                 outcome::report_accepted(&self.store, &self.lb, changed);
             }
             // The fresh read is the base (and etag) of the next pool's write.
-            self.track(Instant::now(), Some(acc)).await?;
+            let since = Instant::now();
+            self.track(since, Some(acc.clone())).await?;
+            let mine = std::iter::once((pool.clone(), changes.clone())).collect();
+            self.landed(since, &acc, &mine).await?;
         }
         Ok(())
     }

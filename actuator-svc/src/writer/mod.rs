@@ -21,6 +21,7 @@ mod base;
 mod completion;
 mod execute;
 mod outcome;
+mod restore;
 mod track;
 
 pub use completion::{Durations, PollPace, Steps};
@@ -62,6 +63,9 @@ pub struct WriterConfig {
     pub pace: PollPace,
     /// Upper bound of one operation's tracking.
     pub op_deadline: Duration,
+    /// An operation still `Updating` this long is reported: FAILED (will retry) for the nodes
+    /// waiting on it, and a metric.
+    pub op_slow: Duration,
     /// The last `Succeeded` read of each owned LB, kept between rounds under a byte budget
     /// (shared by every writer of the process).
     pub bases: Arc<BaseCache>,
@@ -79,6 +83,7 @@ impl WriterConfig {
             max_cache_age: Duration::from_secs(60),
             pace: PollPace::default(),
             op_deadline: Duration::from_secs(600),
+            op_slow: Duration::from_secs(60),
             bases: Arc::new(BaseCache::new(DEFAULT_BASE_BUDGET)),
             guard: Guard::default(),
         }
@@ -205,6 +210,8 @@ impl Writer {
         let mut must_read = heal;
         let mut refreshed_for_unknown = false;
         let mut failures = 0u32;
+        // Level-triggered restore runs on the self-heal read (a fresh one), once a round.
+        let mut check_restore = heal;
         // A replica that neither owns this LB nor holds a tool request for it writes nothing,
         // so it reads nothing either: every replica gets every desired state, and reading the
         // LB on each of them made N replicas cost N times the reads of one (only the self-heal
@@ -233,6 +240,9 @@ impl Writer {
                 .filter(|b| b.provisioning == Provisioning::Updating)
                 .map(|b| b.read_at)
             else {
+                if std::mem::take(&mut check_restore) {
+                    self.restore_drift();
+                }
                 let targets = self.store.targets_for(&self.lb);
                 if targets.is_empty() {
                     self.metrics.guard_refused(&self.lb, 0);
@@ -304,6 +314,9 @@ impl Writer {
                         let retry = e.retryable();
                         let wait = retry_wait(&e, &mut self.backoff);
                         let op_failed = matches!(e, ArmError::Operation { .. });
+                        if let ArmError::Operation { status, .. } = &e {
+                            self.metrics.operation_failed(&self.lb, status);
+                        }
                         if !retry || op_failed || failures >= 3 {
                             for (tp, tv) in &changed {
                                 self.store.fail(&tp.key, tv.version, e.to_string(), retry);

@@ -53,6 +53,7 @@ impl Writer {
         // Send times (since `since`) of the previous read and of the last one that still said
         // `Updating`.
         let (mut last_sent, mut last_updating) = (None, None);
+        let mut reported_slow = false;
         loop {
             let (fill, rate) = self.arm.read_headroom();
             let steps = self.cfg.pace.steps(self.in_flight.now(), fill, rate);
@@ -80,7 +81,22 @@ impl Writer {
             }
             let state = self.base.as_ref().map(|b| b.provisioning);
             match state {
-                Some(Provisioning::Updating) => last_updating = Some(sent),
+                Some(Provisioning::Updating) => {
+                    last_updating = Some(sent);
+                    if !reported_slow && sent > self.cfg.op_slow {
+                        // Still tracked (and repeated if it fails); the nodes waiting on it
+                        // are told now rather than at the deadline.
+                        reported_slow = true;
+                        self.metrics.operation_failed(&self.lb, "Stuck");
+                        let reason = format!(
+                            "an operation on load balancer {} is still Updating after {} s",
+                            self.lb,
+                            sent.as_secs()
+                        );
+                        tracing::warn!(%reason, "operation slow");
+                        self.store.fail_waiting_on(&self.lb, &reason);
+                    }
+                }
                 // Ended (or the LB is gone): the read is the base of what comes next.
                 Some(Provisioning::Succeeded) | None => {
                     if ours.is_some() {
@@ -101,6 +117,48 @@ impl Writer {
                     timeout: self.cfg.op_deadline,
                 }));
             }
+        }
+    }
+
+    /// After our operation ended with the LB reading `Succeeded`: if an entry it changed
+    /// reads otherwise, asks the operation why (canceled and superseded by another write, or
+    /// failed); `Err` then carries that outcome. Costs a read only when the write did not land.
+    pub(super) async fn landed(
+        &self,
+        since: Instant,
+        ours: &PutAccepted,
+        changes: &std::collections::BTreeMap<
+            String,
+            std::collections::BTreeMap<String, crate::index::Admin>,
+        >,
+    ) -> Result<(), WriteError> {
+        let (index, _) = self.cache.index(Some(&self.lb));
+        if index.reads_all(&self.lb, changes) {
+            return Ok(());
+        }
+        let Some(url) = &ours.operation else {
+            return Ok(());
+        };
+        if since.elapsed() < ours.retry_after.unwrap_or_default() {
+            return Ok(());
+        }
+        match self.arm.poll(url).await {
+            Ok(crate::arm::OpStatus::Ended {
+                status,
+                code,
+                message,
+                details,
+            }) if !status.eq_ignore_ascii_case("Succeeded") => {
+                Err(WriteError::Arm(ArmError::Operation {
+                    resource: self.lb.clone(),
+                    status,
+                    code,
+                    message,
+                    details,
+                }))
+            }
+            // Succeeded, and overwritten since: the next plan writes it again.
+            _ => Ok(()),
         }
     }
 

@@ -161,3 +161,36 @@ async fn one_identity_is_held_to_its_rate() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_reads_are_not_rate_limited_fresh_reads_are() {
+    let (sim, cluster) = start_sim("aks").await;
+    let a = start_actuator(&sim, &cluster, &[]).await;
+    let node = &cluster.nodes[1];
+    let get = |fresh: bool| {
+        let mut c = a.client.clone();
+        let req = GetNodeAdminStateRequest {
+            node: Some(node_ref(node)),
+            fresh,
+        };
+        async move { c.get_node_admin_state(req).await.map(|_| ()) }
+    };
+    // 200 concurrent cached Gets from one identity (defaults: 10/s, burst 20) spend no ARM
+    // budget: every one answers.
+    let cached = futures::future::join_all((0..200).map(|_| get(false))).await;
+    let refused = cached.iter().filter(|r| r.is_err()).count();
+    assert_eq!(refused, 0, "{:?}", cached.iter().find(|r| r.is_err()));
+    let lists = futures::future::join_all((0..50).map(|_| {
+        let mut c = a.client.clone();
+        async move { c.list_held_entries(ListHeldEntriesRequest::default()).await }
+    }))
+    .await;
+    assert!(lists.iter().all(|r| r.is_ok()));
+    // Fresh reads do spend it: the same burst is held to the rate.
+    let fresh = futures::future::join_all((0..60).map(|_| get(true))).await;
+    let limited = fresh
+        .iter()
+        .filter(|r| matches!(r, Err(s) if s.code() == tonic::Code::ResourceExhausted))
+        .count();
+    assert!(limited > 0, "60 fresh Gets at once were not limited");
+}

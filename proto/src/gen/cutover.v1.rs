@@ -349,6 +349,17 @@ pub struct NodeResult {
     /// Empty: every managed load balancer (an actuator without assignment).
     #[prost(string, repeated, tag = "10")]
     pub load_balancers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// True when this result follows a repair: the replica found an entry of the node in another
+    /// state than the desired one (an outside writer, an outage, a restart) and set it back, so
+    /// the sender of the desired states can record it (a Node event). Level-triggered: repairs
+    /// come from reading ARM, never from remembering an earlier state.
+    #[prost(bool, tag = "11")]
+    pub repaired: bool,
+    /// True when this result is the fleet-wide phase signal-svc reported (`NodeStatus`), sent to
+    /// tool watchers (`WatchResults`) by whichever replica they watch; `load_balancers` then
+    /// lists every managed load balancer. Never sent on a desired-state stream.
+    #[prost(bool, tag = "12")]
+    pub fleet: bool,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

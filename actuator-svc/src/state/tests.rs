@@ -1,4 +1,6 @@
+use super::lbset::LbSet;
 use super::*;
+use crate::index::IndexedEntry;
 
 fn mk_store() -> Store {
     Store::new(
