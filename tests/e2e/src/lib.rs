@@ -9,6 +9,7 @@
 
 pub mod bins;
 pub mod certs;
+pub mod helm;
 pub mod http;
 pub mod images;
 pub mod judge;

@@ -47,6 +47,42 @@ pub fn render(dir: &str) -> anyhow::Result<Vec<Value>> {
     Ok(docs)
 }
 
+/// Every key path of `original` that did not survive a typed round trip (`typed`); appended
+/// to `lost`.
+pub fn lost_fields(original: &Value, typed: &Value, path: &str, lost: &mut Vec<String>) {
+    match (original, typed) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = format!("{path}.{k}");
+                match b.get(k) {
+                    Some(t) => lost_fields(v, t, &p, lost),
+                    None if v.is_null() => {}
+                    None => lost.push(p),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                lost_fields(x, y, &format!("{path}[{i}]"), lost);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `doc` as the typed Kubernetes object `T`; a field the type does not know is an error, not a
+/// silent drop.
+pub fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> anyhow::Result<T> {
+    let what = format!("{} {}", doc["kind"], doc["metadata"]["name"]);
+    let obj: T = serde_json::from_value(doc.clone()).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    let mut lost = Vec::new();
+    lost_fields(doc, &serde_json::to_value(&obj)?, "", &mut lost);
+    if !lost.is_empty() {
+        anyhow::bail!("{what} has fields its type does not know: {lost:?}");
+    }
+    Ok(obj)
+}
+
 /// The identity and authorization objects of rendered manifests (ServiceAccounts, Roles,
 /// ClusterRoles and their bindings), as a cluster would hold them after `kubectl apply`.
 pub fn rbac_objects(docs: &[Value]) -> Vec<Value> {

@@ -27,41 +27,8 @@ fn render(dir: &str) -> Vec<Value> {
     cutover_e2e::manifests::render(dir).unwrap()
 }
 
-/// Every key path of `original` must survive a typed round trip; returns the lost ones.
-fn lost_fields(original: &Value, typed: &Value, path: &str, lost: &mut Vec<String>) {
-    match (original, typed) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in a {
-                let p = format!("{path}.{k}");
-                match b.get(k) {
-                    Some(t) => lost_fields(v, t, &p, lost),
-                    None if v.is_null() => {}
-                    None => lost.push(p),
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                lost_fields(x, y, &format!("{path}[{i}]"), lost);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> T {
-    let obj: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| {
-        panic!("{} {}: {e}", doc["kind"], doc["metadata"]["name"]);
-    });
-    let mut lost = Vec::new();
-    lost_fields(doc, &serde_json::to_value(&obj).unwrap(), "", &mut lost);
-    assert!(
-        lost.is_empty(),
-        "{} {} has fields its type does not know: {lost:?}",
-        doc["kind"],
-        doc["metadata"]["name"]
-    );
-    obj
+    cutover_e2e::manifests::typed(doc).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Parses every document of a known kind; unknown kinds must be the CRDs we expect.
