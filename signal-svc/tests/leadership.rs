@@ -41,7 +41,7 @@ fn distinct_epochs(act: &FakeActuator) -> BTreeSet<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_503_on_a_lease_put_changes_neither_the_leader_nor_the_streams() {
-    let c = cluster(6).await;
+    let c = sim_cluster(6).await;
     let act = FakeActuator::start("a", Mode::Effective).await;
     let svc = start(&c, "pod-a", &[act.endpoint()], &[]).await;
     svc.wait_ready().await;
@@ -50,7 +50,7 @@ async fn one_503_on_a_lease_put_changes_neither_the_leader_nor_the_streams() {
     })
     .await;
     for status in [503, 429, 500] {
-        c.sim.fail_next(
+        c.sim().fail_next(
             FailRule::new(status, 1)
                 .path_prefix("/apis/coordination.k8s.io")
                 .verb("PUT"),
@@ -78,16 +78,16 @@ async fn one_503_on_a_lease_put_changes_neither_the_leader_nor_the_streams() {
 /// stays, and a taint is still streamed within 3 s of the patch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_1s_api_latency_and_failing_calls_one_leader_stays_and_a_taint_is_cut() {
-    let c = cluster(6).await;
+    let c = sim_cluster(6).await;
     let act = FakeActuator::start("a", Mode::Effective).await;
     let (leader, standby) = pair(&c, &act).await;
     leader.wait_ready().await;
     let epochs_before = distinct_epochs(&act);
-    c.sim.set_latency(Duration::from_secs(1));
+    c.sim().set_latency(Duration::from_secs(1));
     // The leader makes ~1 Lease call a second and the standby ~1 (each waits 1 s for its
     // answer): one failure every 5 s is about one call in ten.
     let faults = {
-        let sim_url = c.sim.url();
+        let sim_url = c.sim().url();
         tokio::spawn(async move {
             let http = reqwest_like(&sim_url);
             for i in 0u32.. {
@@ -119,7 +119,7 @@ async fn with_1s_api_latency_and_failing_calls_one_leader_stays_and_a_taint_is_c
     // The GET before the patch (1 s) plus the 3 s allowance.
     assert!(at - tainted < Duration::from_secs(4), "{:?}", at - tainted);
     faults.abort();
-    c.sim.set_latency(Duration::ZERO);
+    c.sim().set_latency(Duration::ZERO);
     standby.stop().await;
     leader.stop().await;
 }
@@ -295,7 +295,7 @@ async fn lease_timing_table() {
         // Latency tolerated.
         let mut tolerated = Duration::ZERO;
         for ms in [500u64, 1000, 1500, 2000] {
-            let c = cluster(6).await;
+            let c = sim_cluster(6).await;
             let act = FakeActuator::start("a", Mode::Effective).await;
             let a = start(&c, "pod-a", &[act.endpoint()], &args).await;
             eventually("leader", || async {
@@ -305,15 +305,15 @@ async fn lease_timing_table() {
             let b = start(&c, "pod-b", &[act.endpoint()], &args).await;
             b.wait_ready().await;
             let before = distinct_epochs(&act);
-            c.sim.set_latency(Duration::from_millis(ms));
-            let url = c.sim.url();
+            c.sim().set_latency(Duration::from_millis(ms));
+            let url = c.sim().url();
             let fail = reqwest_like(&url);
             for i in 0..3u32 {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 fail([503, 429, 500][i as usize]).await;
             }
             let stable = distinct_epochs(&act) == before && a.is_leader().await;
-            c.sim.set_latency(Duration::ZERO);
+            c.sim().set_latency(Duration::ZERO);
             a.stop().await;
             b.stop().await;
             if !stable {
