@@ -65,7 +65,7 @@ impl Metrics {
             assignment_changes: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register("signals", "Signals seen, by kind (taint, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
+        registry.register("signals", "Signals seen, by kind (taint, label, hold, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
         registry.register(
             "taints_added",
             "Spot-eviction taints added by this process",

@@ -104,7 +104,10 @@ impl Service {
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let core = Core {
-            index: NodeIndex::new(TriggerSet::new(config.extra_taint_keys.clone())),
+            index: NodeIndex::new(TriggerSet::with_built_ins(
+                config.built_ins,
+                config.extra_taint_keys.clone(),
+            )),
             dispatch: Dispatcher::new(
                 jiff::SignedDuration::try_from(config.tombstone_ttl)
                     .unwrap_or(jiff::SignedDuration::MAX),

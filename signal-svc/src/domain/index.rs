@@ -6,9 +6,9 @@
 
 use super::event::EventView;
 use super::hold::HOLD_ANNOTATION;
-use super::node::NodeView;
+use super::node::{NodeView, exclude_label_value};
 use super::notice::{self, EVENT_REASON};
-use super::taints::{TriggerSet, has_draining_key};
+use super::taints::{EXCLUDE_FROM_LB_LABEL, TriggerSet, has_draining_key};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::{HashMap, HashSet};
@@ -25,8 +25,9 @@ pub enum Desired {
 pub struct DesiredState {
     pub node: NodeView,
     pub desired: Desired,
-    /// Trigger taint keys present, plus `cutover.io/hold` for a tool hold (whose text is in
-    /// `node.hold`); empty for `None`.
+    /// Trigger taint keys present, the exclusion label's key when it excludes the node, plus
+    /// `cutover.io/hold` for a tool hold (whose text is in `node.hold`); sorted; empty for
+    /// `None`.
     pub reasons: Vec<String>,
     /// When the signal behind this state was first observed (the notice for a Spot taint).
     pub observed_at: Timestamp,
@@ -58,8 +59,8 @@ pub struct TaintRequest {
 pub struct Output {
     pub changes: Vec<Change>,
     pub taints: Vec<TaintRequest>,
-    /// Signal kinds seen, for metrics: `taint`, `preempt_event`, `preempt_condition`,
-    /// `preempt_event_ignored`.
+    /// Signal kinds seen, for metrics: `taint`, `label`, `hold`, `preempt_event`,
+    /// `preempt_condition`, `preempt_event_ignored`.
     pub signals: Vec<&'static str>,
     /// Problems with cluster data, each reported once per object.
     pub warnings: Vec<String>,
@@ -277,11 +278,14 @@ impl NodeIndex {
         self.by_name.insert(view.name.clone(), uid.clone());
 
         let mut reasons = self.triggers.reasons(&view.taints);
+        if let Some(label) = self.triggers.label_trigger(exclude_label_value(node)) {
+            reasons.push(label.to_owned());
+        }
         if view.hold.is_some() {
             reasons.push(HOLD_ANNOTATION.to_owned());
-            reasons.sort();
-            reasons.dedup();
         }
+        reasons.sort();
+        reasons.dedup();
         let desired = if reasons.is_empty() {
             Desired::None
         } else {
@@ -294,10 +298,10 @@ impl NodeIndex {
         // New trigger keys are signals.
         for r in &reasons {
             if !previous.is_some_and(|p| p.reasons.contains(r)) {
-                out.signals.push(if r == HOLD_ANNOTATION {
-                    "hold"
-                } else {
-                    "taint"
+                out.signals.push(match r.as_str() {
+                    HOLD_ANNOTATION => "hold",
+                    EXCLUDE_FROM_LB_LABEL => "label",
+                    _ => "taint",
                 });
             }
         }

@@ -8,6 +8,16 @@ use k8s_openapi::api::core::v1::Node;
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
+/// The value of the exclusion label, if the node carries it (read through
+/// [`TriggerSet::label_trigger`](super::taints::TriggerSet::label_trigger)).
+pub fn exclude_label_value(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(super::taints::EXCLUDE_FROM_LB_LABEL))
+        .map(String::as_str)
+}
+
 /// A node as the index sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeView {
