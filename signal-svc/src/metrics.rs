@@ -27,6 +27,7 @@ pub struct Metrics {
     lb_owner: Family<Labels, Gauge>,
     pub assignment_failovers: Counter,
     pub assignment_changes: Counter,
+    condition_writes: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -63,6 +64,7 @@ impl Metrics {
             lb_owner: Family::default(),
             assignment_failovers: Counter::default(),
             assignment_changes: Counter::default(),
+            condition_writes: Family::default(),
             registry: Registry::default(),
         };
         registry.register("signals", "Signals seen, by kind (taint, label, hold, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
@@ -132,6 +134,11 @@ impl Metrics {
             "Changes of the load balancer assignment (generations sent)",
             m.assignment_changes.clone(),
         );
+        registry.register(
+            "condition_writes",
+            "Writes of the LoadBalancerAdminStateDown Node condition, by status and outcome (ok, error)",
+            m.condition_writes.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -150,6 +157,15 @@ impl Metrics {
     pub fn result(&self, phase: &str) {
         self.results
             .get_or_create(&vec![("phase", phase.to_owned())])
+            .inc();
+    }
+
+    pub fn condition_write(&self, status: &str, outcome: &str) {
+        self.condition_writes
+            .get_or_create(&vec![
+                ("status", status.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ])
             .inc();
     }
 
