@@ -6,8 +6,8 @@
 
 use super::event::EventView;
 use super::hold::HOLD_ANNOTATION;
-use super::node::{NodeView, exclude_label_value};
-use super::notice::{self, EVENT_REASON};
+use super::node::{NodeView, exclude_label_value, unacted_notice_conditions};
+use super::notice::{self, EVENT_REASON, Reading};
 use super::taints::{EXCLUDE_FROM_LB_LABEL, TriggerSet, has_draining_key};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -60,7 +60,8 @@ pub struct Output {
     pub changes: Vec<Change>,
     pub taints: Vec<TaintRequest>,
     /// Signal kinds seen, for metrics: `taint`, `label`, `hold`, `preempt_event`,
-    /// `preempt_condition`, `preempt_event_ignored`.
+    /// `preempt_condition`, `preempt_event_ignored`, `preempt_advisory` (rebalance
+    /// recommendations, not acted on), `preempt_unknown_form` (not acted on, logged once).
     pub signals: Vec<&'static str>,
     /// Problems with cluster data, each reported once per object.
     pub warnings: Vec<String>,
@@ -213,11 +214,33 @@ impl NodeIndex {
             });
             return out;
         }
-        let Some(parsed) = notice::parse_event_message(&ev.message, now) else {
-            if first_delivery {
-                out.signals.push("preempt_event_ignored");
+        let parsed = match notice::read_event_message(&ev.message, now) {
+            Reading::Notice(n) => n,
+            Reading::Ignored => {
+                if first_delivery {
+                    out.signals.push("preempt_event_ignored");
+                }
+                return out;
             }
-            return out;
+            // A rebalance recommendation is not an eviction: counted, never acted on.
+            Reading::Advisory => {
+                if first_delivery {
+                    out.signals.push("preempt_advisory");
+                }
+                return out;
+            }
+            Reading::Unknown => {
+                if first_delivery {
+                    out.signals.push("preempt_unknown_form");
+                }
+                self.warn_once(&mut out, format!("event-form/{}", ev.uid), || {
+                    format!(
+                        "event {} for node {node_name}: unknown {EVENT_REASON} message form, not acted on: {:.200}",
+                        ev.name, ev.message
+                    )
+                });
+                return out;
+            }
         };
         if !parsed.deadline_parsed {
             self.warn_once(&mut out, format!("deadline/{}", ev.uid), || {
@@ -271,6 +294,23 @@ impl NodeIndex {
             self.warn_once(out, key, || format!("node {}: {w}", view.name));
         }
         let uid = view.uid.clone();
+        for (type_, reading) in unacted_notice_conditions(node, now) {
+            let (kind, what) = match reading {
+                Reading::Advisory => (
+                    "preempt_advisory",
+                    "a Spot rebalance recommendation (advisory)",
+                ),
+                _ => ("preempt_unknown_form", "an unknown message form"),
+            };
+            let key = format!("cond/{uid}/{type_}/{kind}");
+            if self.warned.insert(key) {
+                out.signals.push(kind);
+                out.warnings.push(format!(
+                    "node {}: condition {type_} is {what}; not acted on",
+                    view.name
+                ));
+            }
+        }
         // Same name, new UID: the old node is gone even if its DELETE was missed.
         if let Some(old) = self.by_name.get(&view.name).filter(|u| **u != uid).cloned() {
             self.remove_uid(&old, out);

@@ -557,6 +557,66 @@ fn conditions_are_the_same_notice() {
     assert!(idx.apply(&reboot, now()).taints.is_empty());
 }
 
+/// A rebalance recommendation and unknown forms are counted once per node and never taint;
+/// an unknown event form is warned about once.
+#[test]
+fn advisories_and_unknown_forms_are_counted_not_acted_on() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let advisory = with_condition(
+        mk_node("n", "u", &[]),
+        "PreemptionScheduled",
+        "True",
+        "SpotRebalanceRecommendation Advisory: Sat, 01 Aug 2026 05:41:02 GMT.",
+    );
+    let out = idx.apply(&advisory, now());
+    assert!(out.taints.is_empty() && out.changes.len() == 1);
+    assert_eq!(out.signals, vec!["preempt_advisory"]);
+    assert_eq!(out.warnings.len(), 1);
+    let again = idx.apply(&advisory, now());
+    assert!(
+        again.signals.is_empty() && again.warnings.is_empty(),
+        "once"
+    );
+    assert!(idx.pending_taints().is_empty());
+    // The advisory turns into an eviction: now it is acted on.
+    let evict = with_condition(
+        mk_node("n", "u", &[]),
+        "PreemptionScheduled",
+        "True",
+        "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. EventId: x",
+    );
+    let out = idx.apply(&evict, now());
+    assert_eq!(out.taints.len(), 1);
+    assert_eq!(out.signals, vec!["preempt_condition"]);
+
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let odd = with_condition(mk_node("n", "u", &[]), "PreemptionScheduled", "True", "?");
+    let out = idx.apply(&odd, now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.signals, vec!["preempt_unknown_form"]);
+
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let ev = mk_event("e1", "n", "Something else entirely", "2026-08-01T05:39:00Z");
+    let out = idx.apply_event(&ev, now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.signals, vec!["preempt_unknown_form"]);
+    assert_eq!(out.warnings.len(), 1);
+    let again = idx.apply_event(&ev, now());
+    assert!(again.signals.is_empty() && again.warnings.is_empty());
+    let adv = mk_event(
+        "e2",
+        "n",
+        "SpotRebalanceRecommendation Advisory.",
+        "2026-08-01T05:39:00Z",
+    );
+    assert_eq!(
+        idx.apply_event(&adv, now()).signals,
+        vec!["preempt_advisory"]
+    );
+    assert!(idx.pending_taints().is_empty());
+}
+
 #[test]
 fn malformed_nodes_are_reported_once() {
     let mut idx = NodeIndex::new(TriggerSet::default());
