@@ -37,8 +37,11 @@ pub struct Args {
     #[command(flatten)]
     pub tls: TlsArgs,
 
-    /// Extra taint keys that also mean "leaving" (comma-separated), e.g.
-    /// `ToBeDeletedByClusterAutoscaler,karpenter.sh/disrupted`.
+    #[command(flatten)]
+    pub triggers: TriggerArgs,
+
+    /// Extra taint keys that also mean "leaving" (comma-separated, any value, any effect), e.g.
+    /// `example.com/decommission`. A key listed here counts even if its built-in is turned off.
     #[arg(long, env = "SIGNAL_EXTRA_TAINT_KEYS", value_delimiter = ',')]
     pub extra_taint_keys: Vec<String>,
 
@@ -102,6 +105,25 @@ pub struct LeaseArgs {
     /// How often a standby reads the Lease (a released Lease is taken within this).
     #[arg(long, env = "SIGNAL_LEASE_RETRY_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
     pub lease_retry_interval: Duration,
+}
+
+/// Built-in triggers, each on by default (`--trigger-...=false` turns one off).
+#[derive(Clone, Debug, ClapArgs)]
+pub struct TriggerArgs {
+    /// Taint `karpenter.sh/disrupted` (any effect), set by Karpenter / AKS node
+    /// auto-provisioning when it starts terminating a node.
+    #[arg(long, env = "SIGNAL_TRIGGER_KARPENTER_DISRUPTED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub trigger_karpenter_disrupted: bool,
+
+    /// Taint `ToBeDeletedByClusterAutoscaler`, set by cluster-autoscaler before it drains and
+    /// deletes a node.
+    #[arg(long, env = "SIGNAL_TRIGGER_CLUSTER_AUTOSCALER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub trigger_cluster_autoscaler: bool,
+
+    /// Label `node.kubernetes.io/exclude-from-external-load-balancers`, read as the service
+    /// controller reads it: a value that parses as a false boolean keeps the node in.
+    #[arg(long, env = "SIGNAL_TRIGGER_EXCLUDE_LABEL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub trigger_exclude_label: bool,
 }
 
 /// Where actuator-svc runs.
@@ -173,6 +195,8 @@ pub struct Config {
     pub resolve_interval: Duration,
     pub tls: Option<TlsMaterial>,
     pub extra_taint_keys: Vec<String>,
+    /// Which built-in triggers are on.
+    pub built_ins: crate::domain::taints::BuiltIns,
     pub admin_listen: SocketAddr,
     pub resync_interval: Duration,
     pub dry_run: bool,
@@ -335,6 +359,11 @@ impl Args {
             resolve_interval: RESOLVE_INTERVAL,
             tls,
             extra_taint_keys: extra,
+            built_ins: crate::domain::taints::BuiltIns {
+                karpenter_disrupted: self.triggers.trigger_karpenter_disrupted,
+                cluster_autoscaler: self.triggers.trigger_cluster_autoscaler,
+                exclude_label: self.triggers.trigger_exclude_label,
+            },
             admin_listen: self.admin_listen,
             resync_interval: self.resync_interval,
             dry_run: self.dry_run,
@@ -421,6 +450,29 @@ mod tests {
         assert_eq!(c.resync_interval, Duration::from_secs(300));
         assert_eq!(c.shutdown_grace, Duration::from_secs(10));
         assert_eq!(c.admin_listen.to_string(), "0.0.0.0:9090");
+        assert_eq!(c.built_ins, crate::domain::taints::BuiltIns::default());
+    }
+
+    #[test]
+    fn built_in_triggers_turn_off_one_by_one() {
+        let c = parse(&[
+            "--actuator-endpoints=a:1",
+            "--trigger-karpenter-disrupted=false",
+        ])
+        .unwrap();
+        assert!(!c.built_ins.karpenter_disrupted);
+        assert!(c.built_ins.cluster_autoscaler && c.built_ins.exclude_label);
+        let c = parse(&[
+            "--actuator-endpoints=a:1",
+            "--trigger-cluster-autoscaler=false",
+            "--trigger-exclude-label=false",
+        ])
+        .unwrap();
+        assert!(c.built_ins.karpenter_disrupted);
+        assert!(!c.built_ins.cluster_autoscaler && !c.built_ins.exclude_label);
+        let err =
+            parse(&["--actuator-endpoints=a:1", "--trigger-exclude-label=maybe"]).unwrap_err();
+        assert!(err.contains("--trigger-exclude-label"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!        per-endpoint dirty sets)
 //!     -> one gRPC stream per actuator endpoint (leader)   [stream]
 //!     <- NodeResults -> Node events + metrics             [results]
+//! desired state + fleet-wide phase -> Node condition      [gate, domain::gate]
+//!    LoadBalancerAdminStateDown (leader, nodes/status)
 //! NodeIndex taint requests -> TaintWriter (leader)        [taint]
 //! actuator HoldRequests -> Node annotation (leader)      [hold]
 //! fleet-wide NodeStatus -> every actuator stream         [fleet]
@@ -23,6 +25,7 @@ pub mod config_error;
 pub mod discovery;
 pub mod domain;
 pub mod fleet;
+pub mod gate;
 pub mod hold;
 pub mod leader;
 pub mod leadership;

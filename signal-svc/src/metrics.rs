@@ -28,6 +28,7 @@ pub struct Metrics {
     lb_owner: Family<Labels, Gauge>,
     pub assignment_failovers: Counter,
     pub assignment_changes: Counter,
+    condition_writes: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -65,9 +66,10 @@ impl Metrics {
             lb_owner: Family::default(),
             assignment_failovers: Counter::default(),
             assignment_changes: Counter::default(),
+            condition_writes: Family::default(),
             registry: Registry::default(),
         };
-        registry.register("signals", "Signals seen, by kind (taint, preempt_event, preempt_condition, preempt_event_ignored)", m.signals.clone());
+        registry.register("signals", "Signals seen, by kind (taint, label, hold, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", m.signals.clone());
         registry.register(
             "taints_added",
             "Spot-eviction taints added by this process",
@@ -139,6 +141,11 @@ impl Metrics {
             "Changes of the load balancer assignment (generations sent)",
             m.assignment_changes.clone(),
         );
+        registry.register(
+            "condition_writes",
+            "Writes of the LoadBalancerAdminStateDown Node condition, by status and outcome (ok, error)",
+            m.condition_writes.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -163,6 +170,15 @@ impl Metrics {
     pub fn result(&self, phase: &str) {
         self.results
             .get_or_create(&vec![("phase", phase.to_owned())])
+            .inc();
+    }
+
+    pub fn condition_write(&self, status: &str, outcome: &str) {
+        self.condition_writes
+            .get_or_create(&vec![
+                ("status", status.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ])
             .inc();
     }
 

@@ -7,7 +7,7 @@ use crate::domain::taints::TriggerSet;
 use crate::leader::LeaseConfig;
 use crate::state::{Core, Shared};
 use crate::stream::StreamConfig;
-use crate::{admin, discovery, leader, results, stream, taint, watch};
+use crate::{admin, discovery, gate, leader, results, stream, taint, watch};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +117,10 @@ impl Service {
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let core = Core {
-            index: NodeIndex::new(TriggerSet::new(config.extra_taint_keys.clone())),
+            index: NodeIndex::new(TriggerSet::with_built_ins(
+                config.built_ins,
+                config.extra_taint_keys.clone(),
+            )),
             dispatch: Dispatcher::new(),
         };
         let shared = Arc::new(
@@ -137,11 +140,19 @@ impl Service {
                 "admin"
             }
         });
+        let gate = gate::GateHandle::new();
         tasks.spawn({
-            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
+            let (c, s, g, t) = (client.clone(), shared.clone(), gate.clone(), stop.clone());
             async move {
-                watch::nodes(c, s, t).await;
+                watch::nodes(c, s, g, t).await;
                 "node watch"
+            }
+        });
+        tasks.spawn({
+            let (c, s, g, t) = (client.clone(), shared.clone(), gate, stop.clone());
+            async move {
+                gate::run(c, s, g, t).await;
+                "drain gate"
             }
         });
         tasks.spawn({

@@ -9,7 +9,7 @@
 //! whole LIST page; it marks the object malformed, and the watch skips it with one warning.
 
 use crate::domain::hold::HOLD_ANNOTATION;
-use crate::domain::taints::SPOT_NOTICE_HANDLED;
+use crate::domain::taints::{EXCLUDE_FROM_LB_LABEL, SPOT_NOTICE_HANDLED};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
@@ -17,7 +17,7 @@ use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-const KEPT_LABELS: &[&str] = &["topology.kubernetes.io/zone"];
+const KEPT_LABELS: &[&str] = &["topology.kubernetes.io/zone", EXCLUDE_FROM_LB_LABEL];
 const KEPT_ANNOTATIONS: &[&str] = &[SPOT_NOTICE_HANDLED, HOLD_ANNOTATION];
 
 /// A leaf read leniently: `Err` keeps the reason instead of failing the whole object.
@@ -245,7 +245,8 @@ mod tests {
             "metadata": {
                 "name": "aks-n-1", "uid": "u1", "resourceVersion": "42",
                 "creationTimestamp": "2026-08-01T05:00:00Z",
-                "labels": {"topology.kubernetes.io/zone": "eastus-1", "kubernetes.azure.com/agentpool": "n"},
+                "labels": {"topology.kubernetes.io/zone": "eastus-1", "kubernetes.azure.com/agentpool": "n",
+                           EXCLUDE_FROM_LB_LABEL: "karpenter"},
                 "annotations": {SPOT_NOTICE_HANDLED: "2026-08-01T05:41:00Z", "node.alpha.kubernetes.io/ttl": "0"},
                 "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
             },
@@ -265,8 +266,16 @@ mod tests {
         assert_eq!(meta.resource_version.as_deref(), Some("42"));
         assert_eq!(
             meta.labels.as_ref().unwrap().len(),
-            1,
-            "only the zone label"
+            2,
+            "only the zone and exclusion labels"
+        );
+        assert_eq!(
+            meta.labels
+                .as_ref()
+                .unwrap()
+                .get(EXCLUDE_FROM_LB_LABEL)
+                .map(String::as_str),
+            Some("karpenter")
         );
         assert_eq!(meta.annotations.as_ref().unwrap().len(), 1);
         assert!(meta.managed_fields.is_none());

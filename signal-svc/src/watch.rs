@@ -8,6 +8,8 @@
 //! index keeps its own compact state.
 
 use crate::domain::event::EventView;
+use crate::domain::index::Change;
+use crate::gate::GateHandle;
 use crate::slim_node::SlimNode;
 use crate::state::Shared;
 use futures::StreamExt;
@@ -40,8 +42,13 @@ fn to_node(obj: SlimNode, warned: &mut HashSet<String>) -> Option<Node> {
     }
 }
 
-/// Runs the Node watch until shutdown.
-pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: CancellationToken) {
+/// Runs the Node watch until shutdown; every Node seen is also reported to the drain gate.
+pub async fn nodes(
+    client: kube::Client,
+    shared: Arc<Shared>,
+    gate: Arc<GateHandle>,
+    shutdown: CancellationToken,
+) {
     let api: Api<SlimNode> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
@@ -65,11 +72,18 @@ pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: Cancella
                 if let Some(node) = to_node(obj, &mut warned) {
                     listed += 1;
                     let out = shared.core.lock().index.apply(&node, now);
+                    let changed = !out.changes.is_empty();
                     shared.absorb(out, now);
+                    gate.node_applied(&node, changed);
                 }
             }
             Ok(Event::InitDone) => {
                 let out = shared.core.lock().index.finish_relist();
+                for change in &out.changes {
+                    if let Change::Removed { node, .. } = change {
+                        gate.node_deleted(&node.uid);
+                    }
+                }
                 tracing::debug!(
                     nodes = listed,
                     removed = out.changes.len(),
@@ -81,13 +95,18 @@ pub async fn nodes(client: kube::Client, shared: Arc<Shared>, shutdown: Cancella
             Ok(Event::Apply(obj)) => {
                 if let Some(node) = to_node(obj, &mut warned) {
                     let out = shared.core.lock().index.apply(&node, now);
+                    let changed = !out.changes.is_empty();
                     shared.absorb(out, now);
+                    gate.node_applied(&node, changed);
                 }
             }
             Ok(Event::Delete(obj)) => {
                 if let Some(node) = to_node(obj, &mut warned) {
                     let out = shared.core.lock().index.delete(&node);
                     shared.absorb(out, now);
+                    if let Some(uid) = node.metadata.uid.as_deref() {
+                        gate.node_deleted(uid);
+                    }
                 }
             }
             Err(e) => {

@@ -20,7 +20,7 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
         &c,
         "pod-a",
         &[act.endpoint()],
-        &["--extra-taint-keys=karpenter.sh/disrupted"],
+        &["--extra-taint-keys=example.com/decommission"],
     )
     .await;
     svc.wait_ready().await;
@@ -45,7 +45,7 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
         (OOS, Some("nodeshutdown"), "NoSchedule"),
         (SHUTDOWN, None, "NoSchedule"),
         (DRAINING, Some("spot-eviction"), "NoSchedule"),
-        ("karpenter.sh/disrupted", None, "NoSchedule"),
+        ("example.com/decommission", None, "NoSchedule"),
     ];
     // A cordoned node is never asserted.
     let cordoned = &names[7];
@@ -102,10 +102,10 @@ async fn every_trigger_goes_down_and_back_with_node_events() {
         "cordon is not a signal"
     );
     assert!(c.node_events(cordoned).await.is_empty());
-    // Extra keys are opt-in: ToBeDeletedByClusterAutoscaler is not configured here.
+    // Extra keys are opt-in: an unconfigured key is not a trigger.
     c.add_taint(
         &names[6],
-        "ToBeDeletedByClusterAutoscaler",
+        "example.com/other",
         Some("1700000000"),
         "NoSchedule",
     )

@@ -118,6 +118,20 @@ pub enum Command {
         #[arg(long)]
         load_balancer: Option<String>,
     },
+    /// Wait until every backend entry of a node reads back the given state in Azure (polls
+    /// the actuator's fresh Get). The global `--timeout` bounds the whole wait. Exits 0 when
+    /// reached, 3 on timeout. The same gate as the Node condition
+    /// `LoadBalancerAdminStateDown`, for tools that talk to the actuator.
+    Wait {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The state to wait for.
+        #[arg(long, value_enum)]
+        state: State,
+        /// Time between reads (each is one fresh read per load balancer in Azure).
+        #[arg(long, value_parser = parse_duration, default_value = "2s")]
+        interval: Duration,
+    },
     /// Follow results as the actuator produces them (Ctrl-C to stop).
     Watch {
         /// Only this node.
@@ -162,6 +176,37 @@ mod tests {
         assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
         assert!(parse_duration("5h").is_err());
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn wait_takes_node_state_and_timeout() {
+        let cli = Cli::try_parse_from([
+            "cutoverctl",
+            "wait",
+            "aks-a",
+            "--state",
+            "down",
+            "--timeout",
+            "90s",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Wait {
+                node,
+                state,
+                interval,
+            } => {
+                assert_eq!(node.node, "aks-a");
+                assert_eq!(state, State::Down);
+                assert_eq!(cli.conn.timeout, Duration::from_secs(90));
+                assert_eq!(interval, Duration::from_secs(2));
+            }
+            other => panic!("parsed {other:?}"),
+        }
+        assert!(
+            Cli::try_parse_from(["cutoverctl", "wait", "aks-a"]).is_err(),
+            "--state is required"
+        );
     }
 
     #[test]

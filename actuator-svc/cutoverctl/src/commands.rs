@@ -15,7 +15,7 @@ use tokio_stream::StreamExt;
 #[derive(Debug)]
 pub enum Outcome {
     Done,
-    /// `set --wait` returned before the requested phase.
+    /// `set --wait` returned before the requested phase, or `wait` timed out.
     WaitTimedOut,
 }
 
@@ -80,6 +80,22 @@ fn node_ref(args: NodeArgs) -> NodeRef {
         internal_ips: args.ips,
         zone: String::new(),
     }
+}
+
+/// Whether every entry reads `want` (an unset state counts as `None`), with a summary.
+fn reached(entries: &[cutover_proto::v1::EntryRef], want: AdminState) -> (bool, String) {
+    if entries.is_empty() {
+        return (false, "no backend entries found for the node".to_owned());
+    }
+    let state = |e: &cutover_proto::v1::EntryRef| match e.admin_state() {
+        AdminState::Unspecified => AdminState::None,
+        s => s,
+    };
+    let done = entries.iter().filter(|e| state(e) == want).count();
+    (
+        done == entries.len(),
+        format!("{done} of {} entries {want:?}", entries.len()),
+    )
 }
 
 fn print_json(value: &serde_json::Value) {
@@ -164,6 +180,47 @@ pub async fn run(cli: Cli) -> Result<Outcome, Failure> {
             }
             Ok(Outcome::Done)
         }
+        Command::Wait {
+            node,
+            state,
+            interval,
+        } => {
+            let wait_timeout = cli.conn.timeout;
+            let want = match state {
+                State::Down => AdminState::Down,
+                State::None => AdminState::None,
+            };
+            let name = node.node.clone();
+            let node = node_ref(node);
+            let deadline = tokio::time::Instant::now() + wait_timeout;
+            let last = loop {
+                let resp = client
+                    .get_node_admin_state(GetNodeAdminStateRequest {
+                        node: Some(node.clone()),
+                        fresh: true,
+                    })
+                    .await?
+                    .into_inner();
+                let (reached, summary) = reached(&resp.entries, want);
+                if reached {
+                    if json {
+                        print_json(&render::get_json(&resp));
+                    } else {
+                        println!("node {name}: {summary}");
+                    }
+                    return Ok(Outcome::Done);
+                }
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    break summary;
+                }
+                tokio::time::sleep(interval.min(deadline - now)).await;
+            };
+            eprintln!(
+                "cutoverctl: timed out after {wait_timeout:?} waiting for node {name} to be {want:?} on every entry; last read: {last}"
+            );
+            Ok(Outcome::WaitTimedOut)
+        }
         Command::Watch { node } => {
             let mut call = tonic::Request::new(WatchResultsRequest {
                 node_name: node.unwrap_or_default(),
@@ -191,5 +248,45 @@ pub async fn run(cli: Cli) -> Result<Outcome, Failure> {
             }
             Ok(Outcome::Done)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutover_proto::v1::EntryRef;
+
+    fn entry(state: AdminState) -> EntryRef {
+        EntryRef {
+            admin_state: state as i32,
+            ..EntryRef::default()
+        }
+    }
+
+    #[test]
+    fn every_entry_must_read_the_state() {
+        assert!(
+            !reached(&[], AdminState::Down).0,
+            "no entries is not reached"
+        );
+        let mixed = [entry(AdminState::Down), entry(AdminState::None)];
+        let (ok, summary) = reached(&mixed, AdminState::Down);
+        assert!(!ok);
+        assert_eq!(summary, "1 of 2 entries Down");
+        assert!(
+            reached(
+                &[entry(AdminState::Down), entry(AdminState::Down)],
+                AdminState::Down
+            )
+            .0
+        );
+        // An entry without an admin state follows the probe: that is None.
+        assert!(
+            reached(
+                &[entry(AdminState::Unspecified), entry(AdminState::None)],
+                AdminState::None
+            )
+            .0
+        );
     }
 }

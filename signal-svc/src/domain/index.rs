@@ -6,9 +6,9 @@
 
 use super::event::EventView;
 use super::hold::HOLD_ANNOTATION;
-use super::node::NodeView;
-use super::notice::{self, EVENT_REASON};
-use super::taints::{TriggerSet, has_draining_key};
+use super::node::{NodeView, exclude_label_value, unacted_notice_conditions};
+use super::notice::{self, EVENT_REASON, Reading};
+use super::taints::{EXCLUDE_FROM_LB_LABEL, TriggerSet, has_draining_key};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::{HashMap, HashSet};
@@ -25,8 +25,9 @@ pub enum Desired {
 pub struct DesiredState {
     pub node: NodeView,
     pub desired: Desired,
-    /// Trigger taint keys present, plus `cutover.io/hold` for a tool hold (whose text is in
-    /// `node.hold`); empty for `None`.
+    /// Trigger taint keys present, the exclusion label's key when it excludes the node, plus
+    /// `cutover.io/hold` for a tool hold (whose text is in `node.hold`); sorted; empty for
+    /// `None`.
     pub reasons: Vec<String>,
     /// When the signal behind this state was first observed (the notice for a Spot taint).
     pub observed_at: Timestamp,
@@ -58,8 +59,9 @@ pub struct TaintRequest {
 pub struct Output {
     pub changes: Vec<Change>,
     pub taints: Vec<TaintRequest>,
-    /// Signal kinds seen, for metrics: `taint`, `preempt_event`, `preempt_condition`,
-    /// `preempt_event_ignored`.
+    /// Signal kinds seen, for metrics: `taint`, `label`, `hold`, `preempt_event`,
+    /// `preempt_condition`, `preempt_event_ignored`, `preempt_advisory` (rebalance
+    /// recommendations, not acted on), `preempt_unknown_form` (not acted on, logged once).
     pub signals: Vec<&'static str>,
     /// Problems with cluster data, each reported once per object.
     pub warnings: Vec<String>,
@@ -212,11 +214,33 @@ impl NodeIndex {
             });
             return out;
         }
-        let Some(parsed) = notice::parse_event_message(&ev.message, now) else {
-            if first_delivery {
-                out.signals.push("preempt_event_ignored");
+        let parsed = match notice::read_event_message(&ev.message, now) {
+            Reading::Notice(n) => n,
+            Reading::Ignored => {
+                if first_delivery {
+                    out.signals.push("preempt_event_ignored");
+                }
+                return out;
             }
-            return out;
+            // A rebalance recommendation is not an eviction: counted, never acted on.
+            Reading::Advisory => {
+                if first_delivery {
+                    out.signals.push("preempt_advisory");
+                }
+                return out;
+            }
+            Reading::Unknown => {
+                if first_delivery {
+                    out.signals.push("preempt_unknown_form");
+                }
+                self.warn_once(&mut out, format!("event-form/{}", ev.uid), || {
+                    format!(
+                        "event {} for node {node_name}: unknown {EVENT_REASON} message form, not acted on: {:.200}",
+                        ev.name, ev.message
+                    )
+                });
+                return out;
+            }
         };
         if !parsed.deadline_parsed {
             self.warn_once(&mut out, format!("deadline/{}", ev.uid), || {
@@ -270,6 +294,23 @@ impl NodeIndex {
             self.warn_once(out, key, || format!("node {}: {w}", view.name));
         }
         let uid = view.uid.clone();
+        for (type_, reading) in unacted_notice_conditions(node, now) {
+            let (kind, what) = match reading {
+                Reading::Advisory => (
+                    "preempt_advisory",
+                    "a Spot rebalance recommendation (advisory)",
+                ),
+                _ => ("preempt_unknown_form", "an unknown message form"),
+            };
+            let key = format!("cond/{uid}/{type_}/{kind}");
+            if self.warned.insert(key) {
+                out.signals.push(kind);
+                out.warnings.push(format!(
+                    "node {}: condition {type_} is {what}; not acted on",
+                    view.name
+                ));
+            }
+        }
         // Same name, new UID: the old node is gone even if its DELETE was missed.
         if let Some(old) = self.by_name.get(&view.name).filter(|u| **u != uid).cloned() {
             self.remove_uid(&old, out);
@@ -277,11 +318,14 @@ impl NodeIndex {
         self.by_name.insert(view.name.clone(), uid.clone());
 
         let mut reasons = self.triggers.reasons(&view.taints);
+        if let Some(label) = self.triggers.label_trigger(exclude_label_value(node)) {
+            reasons.push(label.to_owned());
+        }
         if view.hold.is_some() {
             reasons.push(HOLD_ANNOTATION.to_owned());
-            reasons.sort();
-            reasons.dedup();
         }
+        reasons.sort();
+        reasons.dedup();
         let desired = if reasons.is_empty() {
             Desired::None
         } else {
@@ -294,10 +338,10 @@ impl NodeIndex {
         // New trigger keys are signals.
         for r in &reasons {
             if !previous.is_some_and(|p| p.reasons.contains(r)) {
-                out.signals.push(if r == HOLD_ANNOTATION {
-                    "hold"
-                } else {
-                    "taint"
+                out.signals.push(match r.as_str() {
+                    HOLD_ANNOTATION => "hold",
+                    EXCLUDE_FROM_LB_LABEL => "label",
+                    _ => "taint",
                 });
             }
         }

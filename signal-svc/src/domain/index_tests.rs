@@ -1,7 +1,8 @@
 use super::*;
 use crate::domain::hold::HOLD_ANNOTATION;
 use crate::domain::taints::{
-    DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION, SPOT_NOTICE_HANDLED,
+    BuiltIns, DRAINING, EXCLUDE_FROM_LB_LABEL, KARPENTER_DISRUPTED, OUT_OF_SERVICE, SHUTDOWN,
+    SPOT_EVICTION, SPOT_NOTICE_HANDLED, TO_BE_DELETED_BY_CA,
 };
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -92,24 +93,19 @@ fn desired_of(out: &Output) -> Vec<(String, Desired, Vec<String>)> {
 
 #[test]
 fn every_trigger_goes_down_and_back() {
-    let extra = "karpenter.sh/disrupted";
-    let triggers: [(&str, Option<&str>, &str); 6] = [
+    let extra = "example.com/decommission";
+    let triggers: [(&str, Option<&str>, &str); 8] = [
         (OUT_OF_SERVICE, None, "NoExecute"),
         (OUT_OF_SERVICE, Some("nodeshutdown"), "NoSchedule"),
         (SHUTDOWN, None, "NoSchedule"),
         (DRAINING, Some(SPOT_EVICTION), "NoSchedule"),
         (extra, None, "NoSchedule"),
-        (
-            "ToBeDeletedByClusterAutoscaler",
-            Some("1700000000"),
-            "NoSchedule",
-        ),
+        (KARPENTER_DISRUPTED, None, "NoSchedule"),
+        (KARPENTER_DISRUPTED, None, "NoExecute"),
+        (TO_BE_DELETED_BY_CA, Some("1700000000"), "NoSchedule"),
     ];
     for (i, taint) in triggers.iter().enumerate() {
-        let mut idx = NodeIndex::new(TriggerSet::new(vec![
-            extra.into(),
-            "ToBeDeletedByClusterAutoscaler".into(),
-        ]));
+        let mut idx = NodeIndex::new(TriggerSet::new(vec![extra.into()]));
         let first = idx.apply(&mk_node("n", "u", &[]), now());
         assert_eq!(
             desired_of(&first),
@@ -141,15 +137,121 @@ fn every_trigger_goes_down_and_back() {
     }
 }
 
+fn with_label(mut n: Node, value: &str) -> Node {
+    n.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(EXCLUDE_FROM_LB_LABEL.into(), value.into());
+    n
+}
+
 #[test]
 fn extra_keys_are_opt_in() {
     let mut idx = NodeIndex::new(TriggerSet::default());
     idx.apply(&mk_node("n", "u", &[]), now());
     let out = idx.apply(
-        &mk_node("n", "u", &[("karpenter.sh/disrupted", None, "NoSchedule")]),
+        &mk_node(
+            "n",
+            "u",
+            &[("example.com/decommission", None, "NoSchedule")],
+        ),
         now(),
     );
     assert!(out.changes.is_empty());
+}
+
+/// Each built-in that can be turned off keeps the node `None` when it is off.
+#[test]
+fn built_ins_turned_off_keep_the_node_none() {
+    let cases: [(BuiltIns, Node); 3] = [
+        (
+            BuiltIns {
+                karpenter_disrupted: false,
+                ..BuiltIns::default()
+            },
+            mk_node("n", "u", &[(KARPENTER_DISRUPTED, None, "NoSchedule")]),
+        ),
+        (
+            BuiltIns {
+                cluster_autoscaler: false,
+                ..BuiltIns::default()
+            },
+            mk_node(
+                "n",
+                "u",
+                &[(TO_BE_DELETED_BY_CA, Some("1700000000"), "NoSchedule")],
+            ),
+        ),
+        (
+            BuiltIns {
+                exclude_label: false,
+                ..BuiltIns::default()
+            },
+            with_label(mk_node("n", "u", &[]), "karpenter"),
+        ),
+    ];
+    for (i, (built_ins, node)) in cases.into_iter().enumerate() {
+        let mut idx = NodeIndex::new(TriggerSet::with_built_ins(built_ins, vec![]));
+        idx.apply(&mk_node("n", "u", &[]), now());
+        let out = idx.apply(&node, now());
+        assert!(out.changes.is_empty(), "case {i}: {out:?}");
+        assert_eq!(idx.get("u").unwrap().desired, Desired::None, "case {i}");
+    }
+}
+
+/// The exclusion label goes Down and back with its key as the reason; a false boolean keeps
+/// the node in, and flipping the value is a real change.
+#[test]
+fn exclusion_label_goes_down_and_back() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let down = idx.apply(&with_label(mk_node("n", "u", &[]), "karpenter"), now());
+    assert_eq!(
+        desired_of(&down),
+        vec![(
+            "u".into(),
+            Desired::Down,
+            vec![EXCLUDE_FROM_LB_LABEL.to_owned()]
+        )]
+    );
+    assert_eq!(down.signals, vec!["label"]);
+    // Another excluding value: nothing changes.
+    let same = idx.apply(&with_label(mk_node("n", "u", &[]), "true"), now());
+    assert!(same.changes.is_empty(), "{same:?}");
+    let kept = idx.apply(&with_label(mk_node("n", "u", &[]), "false"), now());
+    assert_eq!(desired_of(&kept), vec![("u".into(), Desired::None, vec![])]);
+    let empty = idx.apply(&with_label(mk_node("n", "u", &[]), ""), now());
+    assert_eq!(
+        desired_of(&empty)[0].1,
+        Desired::Down,
+        "an empty value excludes"
+    );
+    // Label plus taint: both reasons, sorted; Down until both are gone.
+    let both = idx.apply(
+        &with_label(
+            mk_node("n", "u", &[(KARPENTER_DISRUPTED, None, "NoSchedule")]),
+            "karpenter",
+        ),
+        now(),
+    );
+    assert_eq!(
+        desired_of(&both),
+        vec![(
+            "u".into(),
+            Desired::Down,
+            vec![
+                KARPENTER_DISRUPTED.to_owned(),
+                EXCLUDE_FROM_LB_LABEL.to_owned()
+            ]
+        )]
+    );
+    let taint_only = idx.apply(
+        &mk_node("n", "u", &[(KARPENTER_DISRUPTED, None, "NoSchedule")]),
+        now(),
+    );
+    assert_eq!(desired_of(&taint_only)[0].1, Desired::Down);
+    let up = idx.apply(&mk_node("n", "u", &[]), now());
+    assert_eq!(desired_of(&up), vec![("u".into(), Desired::None, vec![])]);
 }
 
 #[test]
@@ -163,6 +265,28 @@ fn cordon_not_ready_and_other_taints_change_nothing() {
     );
     cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
     assert!(idx.apply(&cordoned, now()).changes.is_empty());
+    // The AKS remediator's cordon (node auto-drain) is a cordon too.
+    let remediator = mk_node(
+        "n",
+        "u",
+        &[(
+            "remediator.kubernetes.azure.com/unschedulable",
+            None,
+            "NoSchedule",
+        )],
+    );
+    assert!(idx.apply(&remediator, now()).changes.is_empty());
+    // cluster-autoscaler's soft candidate taint is not a deletion.
+    let candidate = mk_node(
+        "n",
+        "u",
+        &[(
+            "DeletionCandidateOfClusterAutoscaler",
+            Some("1700000000"),
+            "PreferNoSchedule",
+        )],
+    );
+    assert!(idx.apply(&candidate, now()).changes.is_empty());
     let not_ready = with_condition(
         mk_node(
             "n",
@@ -431,6 +555,66 @@ fn conditions_are_the_same_notice() {
         "Reboot Scheduled: Wed, 26 Feb 2025 10:13:13 GMT.",
     );
     assert!(idx.apply(&reboot, now()).taints.is_empty());
+}
+
+/// A rebalance recommendation and unknown forms are counted once per node and never taint;
+/// an unknown event form is warned about once.
+#[test]
+fn advisories_and_unknown_forms_are_counted_not_acted_on() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let advisory = with_condition(
+        mk_node("n", "u", &[]),
+        "PreemptionScheduled",
+        "True",
+        "SpotRebalanceRecommendation Advisory: Sat, 01 Aug 2026 05:41:02 GMT.",
+    );
+    let out = idx.apply(&advisory, now());
+    assert!(out.taints.is_empty() && out.changes.len() == 1);
+    assert_eq!(out.signals, vec!["preempt_advisory"]);
+    assert_eq!(out.warnings.len(), 1);
+    let again = idx.apply(&advisory, now());
+    assert!(
+        again.signals.is_empty() && again.warnings.is_empty(),
+        "once"
+    );
+    assert!(idx.pending_taints().is_empty());
+    // The advisory turns into an eviction: now it is acted on.
+    let evict = with_condition(
+        mk_node("n", "u", &[]),
+        "PreemptionScheduled",
+        "True",
+        "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. EventId: x",
+    );
+    let out = idx.apply(&evict, now());
+    assert_eq!(out.taints.len(), 1);
+    assert_eq!(out.signals, vec!["preempt_condition"]);
+
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    let odd = with_condition(mk_node("n", "u", &[]), "PreemptionScheduled", "True", "?");
+    let out = idx.apply(&odd, now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.signals, vec!["preempt_unknown_form"]);
+
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let ev = mk_event("e1", "n", "Something else entirely", "2026-08-01T05:39:00Z");
+    let out = idx.apply_event(&ev, now());
+    assert!(out.taints.is_empty());
+    assert_eq!(out.signals, vec!["preempt_unknown_form"]);
+    assert_eq!(out.warnings.len(), 1);
+    let again = idx.apply_event(&ev, now());
+    assert!(again.signals.is_empty() && again.warnings.is_empty());
+    let adv = mk_event(
+        "e2",
+        "n",
+        "SpotRebalanceRecommendation Advisory.",
+        "2026-08-01T05:39:00Z",
+    );
+    assert_eq!(
+        idx.apply_event(&adv, now()).signals,
+        vec!["preempt_advisory"]
+    );
+    assert!(idx.pending_taints().is_empty());
 }
 
 #[test]

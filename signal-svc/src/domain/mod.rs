@@ -12,6 +12,7 @@
 //! - [`assign`]: which live actuator stream writes which load balancer, fenced handovers.
 //! - [`coverage`]: a node version is accepted / effective once its results cover every
 //!   managed load balancer.
+//! - [`gate`]: the drain gate, the Node condition `LoadBalancerAdminStateDown`.
 //! - [`lease`]: the leader-election decision for one observed Lease, epochs that never go back.
 //! - [`term`]: a leader's term: renew deadline, suspension, loss (client-go semantics).
 //! - [`backoff`]: capped exponential backoff with jitter.
@@ -24,6 +25,7 @@ pub mod backoff;
 pub mod coverage;
 pub mod dispatch;
 pub mod event;
+pub mod gate;
 pub mod hold;
 pub mod index;
 pub mod lease;

@@ -8,6 +8,39 @@ use k8s_openapi::api::core::v1::Node;
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
+/// The value of the exclusion label, if the node carries it (read through
+/// [`TriggerSet::label_trigger`](super::taints::TriggerSet::label_trigger)).
+pub fn exclude_label_value(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(super::taints::EXCLUDE_FROM_LB_LABEL))
+        .map(String::as_str)
+}
+
+/// The Spot-notice conditions on a node that are *not* acted on but must be reported: an
+/// advisory (rebalance recommendation) or a form we do not know, with the condition type.
+pub fn unacted_notice_conditions(node: &Node, now: Timestamp) -> Vec<(String, notice::Reading)> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| {
+                    let r = notice::read_condition(
+                        &c.type_,
+                        &c.status,
+                        c.message.as_deref().unwrap_or(""),
+                        now,
+                    )?;
+                    matches!(r, notice::Reading::Advisory | notice::Reading::Unknown)
+                        .then(|| (c.type_.clone(), r))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A node as the index sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeView {
@@ -180,7 +213,7 @@ mod tests {
                 "addresses": [{"type": "InternalIP", "address": ""}, {"type": "ExternalIP", "address": "1.2.3.4"},
                               {"type": "InternalIP", "address": "10.0.0.1"}],
                 "conditions": [{"type": "VMEventScheduled", "status": "True", "message": "Reboot Scheduled: x"},
-                               {"type": "PreemptionScheduled", "status": "True", "message": "?"}]
+                               {"type": "PreemptionScheduled", "status": "True", "message": "Preempt Scheduled: soon"}]
             }
         }));
         let (v, warnings) = NodeView::from_node(&n, Timestamp::UNIX_EPOCH).unwrap();
@@ -188,7 +221,26 @@ mod tests {
         assert_eq!(v.internal_ips, vec!["10.0.0.1"]);
         assert_eq!(v.zone, "z1");
         assert_eq!(v.taints.len(), 1);
+        // An eviction with an unparseable deadline: act now (fail closed).
         assert!(v.condition_notice.is_some_and(|c| !c.deadline_parsed));
+        assert!(unacted_notice_conditions(&n, Timestamp::UNIX_EPOCH).is_empty());
+        // A form we do not know, or an advisory, is never a notice; both are reported.
+        let odd = node(json!({
+            "metadata": {"name": "n", "uid": "u"},
+            "status": {"conditions": [
+                {"type": "PreemptionScheduled", "status": "True", "message": "?"},
+                {"type": "VMEventScheduled", "status": "True", "message": "SpotRebalanceRecommendation Advisory: ."}
+            ]}
+        }));
+        let (v, _) = NodeView::from_node(&odd, Timestamp::UNIX_EPOCH).unwrap();
+        assert!(v.condition_notice.is_none());
+        assert_eq!(
+            unacted_notice_conditions(&odd, Timestamp::UNIX_EPOCH),
+            vec![
+                ("PreemptionScheduled".to_owned(), notice::Reading::Unknown),
+                ("VMEventScheduled".to_owned(), notice::Reading::Advisory)
+            ]
+        );
     }
 
     /// Arbitrary strings in every field the view reads: an answer, never a panic.

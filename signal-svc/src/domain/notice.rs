@@ -1,10 +1,31 @@
-//! Spot eviction notices.
+//! Spot eviction notices: only an eviction (`Preempt`) is acted on.
 //!
-//! AKS node-problem-detector records `PreemptScheduled` Warning events whose message is the
-//! IMDS scheduled event (`Scheduled: <NotBefore RFC 1123 GMT>. DurationInSeconds: ...`, or
-//! `Preempt Scheduled: ...` on other script versions). The same reason is used for IMDS
-//! failures (`IMDS query failed, exit code: 28 ...`), so the message, not the reason, decides.
-//! Newer builds also set a node condition (`PreemptionScheduled` / `VMEventScheduled`).
+//! The forms, with their sources:
+//! - **Event** `PreemptScheduled` (core/v1, Warning), recorded by AKS node-problem-detector's
+//!   `custom-scheduledevents-consolidated-preempt-plugin-monitor` (Preempt only). Its message is
+//!   the IMDS scheduled event, `<EventStatus>: <NotBefore RFC 1123 GMT>. DurationInSeconds: <d>.
+//!   <Description> For more information, see https://aka.ms/aks/scheduledevents.` (NotBefore
+//!   empty once `Started`), or `Preempt Scheduled: ...` on other script versions (AKS NPD
+//!   script `check_scheduledevent.sh`; contracts/kube.md 4.5). The same reason is used for IMDS
+//!   failures (`IMDS query failed, exit code: 28 ...`, an observed AKS node dump), so the
+//!   message, not the reason, decides.
+//! - **Condition** `PreemptionScheduled` (reason `SpotEvictionIncoming`) on newer AKS builds.
+//!   NPD forwards `<EventType> <EventStatus>[: <NotBefore>]. ...`; both the mandatory eviction
+//!   (`Preempt Scheduled: <date>. ... EventId: <GUID>`, `Preempt Started.`) and the advisory
+//!   Spot rebalance recommendation (`SpotRebalanceRecommendation Advisory[: ...]`) set it
+//!   `True` with that reason, so neither the condition nor its reason alone proves an eviction
+//!   (Azure/karpenter-provider-azure spot interruption handling, `parseNotice` and its tests:
+//!   code-index ids 68876011990 and 68946380839; e2e "rebalance recommendation must not
+//!   disrupt", id 68923108078; KPA PR #1829 `preemption.go`).
+//! - **Condition** `VMEventScheduled` (consolidated, every event type, reason
+//!   `VMEventScheduled`): `<EventType> <EventStatus>: <NotBefore>. DurationInSeconds: ...`
+//!   (maksim-paskal/aks-node-termination-handler#98); only `Preempt` counts, the other IMDS
+//!   types (`Freeze`, `Reboot`, `Redeploy`, `Terminate`) are known and not ours.
+//!
+//! `Scheduled` carries the NotBefore deadline (RFC 1123, GMT/UTC only; unparseable means
+//! "now", fail closed); `Started` means the eviction is under way: act now. An advisory is
+//! counted, never acted on; a form we do not know is logged once and counted, never acted on.
+//! Whitespace runs are collapsed before matching, as KPA does.
 
 use jiff::Timestamp;
 
@@ -18,45 +39,116 @@ pub const CONDITION_VM_EVENT: &str = "VMEventScheduled";
 /// A parsed eviction notice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Notice {
-    /// The NotBefore deadline; `now` when it could not be parsed (fail closed: act at once).
+    /// The NotBefore deadline; `now` when it could not be parsed (fail closed: act at once)
+    /// or when the eviction has already started.
     pub deadline: Timestamp,
-    /// Whether `deadline` came from the message.
+    /// Whether `deadline` is known: parsed from the message, or `now` for a started eviction.
     pub deadline_parsed: bool,
 }
 
-/// Parses an event message. `None` means "not a notice" (IMDS noise, `Started.`, other text).
-pub fn parse_event_message(message: &str, now: Timestamp) -> Option<Notice> {
-    let msg = message.trim_start();
-    let rest = msg
-        .strip_prefix("Preempt Scheduled:")
-        .or_else(|| msg.strip_prefix("Scheduled:"))?;
-    Some(notice_from_deadline_text(rest, now))
+/// What a message says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// An eviction (Preempt scheduled or started): act.
+    Notice(Notice),
+    /// A Spot rebalance recommendation ("at risk"): count, do not act.
+    Advisory,
+    /// A known message that is not a notice (IMDS failure, another IMDS event type).
+    Ignored,
+    /// A form we do not know: log once, count, do not act.
+    Unknown,
 }
 
-/// Parses a node condition. Only a `True` condition of a known type is a notice.
-pub fn parse_condition(type_: &str, status: &str, message: &str, now: Timestamp) -> Option<Notice> {
-    if status != "True" {
+const ADVISORY: &str = "SpotRebalanceRecommendation Advisory";
+const VM_EVENT_TYPES: [&str; 4] = ["Freeze", "Reboot", "Redeploy", "Terminate"];
+
+/// Reads a `PreemptScheduled` event message.
+pub fn read_event_message(message: &str, now: Timestamp) -> Reading {
+    let msg = normalize(message);
+    if let Some(r) = read_preempt(&msg, now) {
+        return r;
+    }
+    // The preempt plugin writes the bare IMDS status (the event type is implied).
+    if let Some(rest) = payload(&msg, "Scheduled") {
+        return Reading::Notice(notice_from_deadline_text(rest, now));
+    }
+    if payload(&msg, "Started").is_some() {
+        return started(now);
+    }
+    if payload(&msg, ADVISORY).is_some() {
+        return Reading::Advisory;
+    }
+    if msg.starts_with("IMDS query failed") {
+        return Reading::Ignored;
+    }
+    Reading::Unknown
+}
+
+/// Reads a node condition; `None` unless it is one of ours and `True`.
+pub fn read_condition(type_: &str, status: &str, message: &str, now: Timestamp) -> Option<Reading> {
+    if status != "True" || !matches!(type_, CONDITION_PREEMPTION | CONDITION_VM_EVENT) {
         return None;
     }
-    match type_ {
-        CONDITION_PREEMPTION => {
-            // The message format is not guaranteed; a true condition is the notice itself.
-            let msg = message.trim_start();
-            Some(match msg.strip_prefix("Preempt Scheduled:") {
-                Some(rest) => notice_from_deadline_text(rest, now),
-                None => Notice {
-                    deadline: now,
-                    deadline_parsed: false,
-                },
-            })
-        }
-        // Consolidated condition: true for Reboot/Redeploy/Freeze too; only Preempt counts.
-        CONDITION_VM_EVENT => {
-            let rest = message.trim_start().strip_prefix("Preempt Scheduled:")?;
-            Some(notice_from_deadline_text(rest, now))
-        }
+    let msg = normalize(message);
+    if let Some(r) = read_preempt(&msg, now) {
+        return Some(r);
+    }
+    if payload(&msg, ADVISORY).is_some() {
+        return Some(Reading::Advisory);
+    }
+    let other_type = VM_EVENT_TYPES
+        .iter()
+        .any(|t| msg.strip_prefix(t).is_some_and(|r| r.starts_with(' ')));
+    if type_ == CONDITION_VM_EVENT && other_type {
+        return Some(Reading::Ignored);
+    }
+    Some(Reading::Unknown)
+}
+
+/// Parses an event message. `None` means "not a notice" (noise, advisory, unknown form).
+pub fn parse_event_message(message: &str, now: Timestamp) -> Option<Notice> {
+    match read_event_message(message, now) {
+        Reading::Notice(n) => Some(n),
         _ => None,
     }
+}
+
+/// Parses a node condition. Only a `True` condition of a known type carrying an eviction is
+/// a notice.
+pub fn parse_condition(type_: &str, status: &str, message: &str, now: Timestamp) -> Option<Notice> {
+    match read_condition(type_, status, message, now)? {
+        Reading::Notice(n) => Some(n),
+        _ => None,
+    }
+}
+
+fn normalize(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `Preempt Scheduled[: date]` or `Preempt Started[...]`.
+fn read_preempt(msg: &str, now: Timestamp) -> Option<Reading> {
+    if let Some(rest) = payload(msg, "Preempt Scheduled") {
+        return Some(Reading::Notice(notice_from_deadline_text(rest, now)));
+    }
+    payload(msg, "Preempt Started").map(|_| started(now))
+}
+
+fn started(now: Timestamp) -> Reading {
+    Reading::Notice(Notice {
+        deadline: now,
+        deadline_parsed: true,
+    })
+}
+
+/// The text after `header` when the header is followed by `:` (a payload) or ends the
+/// sentence (`.` / `. ...`); header lookalikes (`Preempt ScheduledX`) do not match.
+fn payload<'a>(msg: &'a str, header: &str) -> Option<&'a str> {
+    let rest = msg.strip_prefix(header)?;
+    if let Some(p) = rest.strip_prefix(':') {
+        return Some(p);
+    }
+    (rest == "." || rest.starts_with(". ")).then_some("")
 }
 
 fn notice_from_deadline_text(rest: &str, now: Timestamp) -> Notice {
@@ -157,7 +249,24 @@ mod tests {
                 "IMDS query failed, exit code: 28\nConnection timed out after 24 seconds.",
                 None,
             ),
-            ("Started. DurationInSeconds: -1.", None),
+            // The eviction is under way: act now.
+            (
+                "Started: . DurationInSeconds: -1.",
+                Some(("2026-08-01T05:40:00Z", true)),
+            ),
+            (
+                "Started. DurationInSeconds: -1.",
+                Some(("2026-08-01T05:40:00Z", true)),
+            ),
+            (
+                "  Preempt   Scheduled:\tSat,  1 Aug 2026 05:41:02 GMT. ",
+                Some(("2026-08-01T05:41:02Z", true)),
+            ),
+            (
+                "SpotRebalanceRecommendation Advisory: . For more information",
+                None,
+            ),
+            ("ScheduledSomething: Sat, 01 Aug 2026 05:41:02 GMT.", None),
             ("", None),
             ("Node condition VMEventScheduled is now: True", None),
         ];
@@ -186,12 +295,27 @@ mod tests {
             parse_condition(CONDITION_PREEMPTION, "False", preempt, n),
             None
         );
+        // A form we do not know is not acted on (it is counted by the index).
         assert_eq!(
             parse_condition(CONDITION_PREEMPTION, "True", "garbage", n),
+            None
+        );
+        assert_eq!(
+            parse_condition(CONDITION_PREEMPTION, "True", "Preempt Started.", n),
             Some(Notice {
                 deadline: n,
-                deadline_parsed: false
+                deadline_parsed: true
             })
+        );
+        assert_eq!(
+            parse_condition(
+                CONDITION_PREEMPTION,
+                "True",
+                "SpotRebalanceRecommendation Advisory: Sat, 01 Aug 2026 05:41:02 GMT.",
+                n
+            ),
+            None,
+            "a rebalance recommendation is not an eviction"
         );
         let vm = "Preempt Scheduled: Wed, 26 Feb 2025 10:13:13 GMT. DurationInSeconds: -1.  For more information, see https://aka.ms/aks/scheduledevents.";
         assert!(parse_condition(CONDITION_VM_EVENT, "True", vm, n).is_some());
@@ -206,6 +330,93 @@ mod tests {
         );
         assert_eq!(parse_condition(CONDITION_VM_EVENT, "False", vm, n), None);
         assert_eq!(parse_condition("Ready", "True", vm, n), None);
+    }
+
+    /// Every form, as the index sees it (acted on, counted, or ignored).
+    #[test]
+    fn readings() {
+        let n = now();
+        let at = |s: &str| {
+            Reading::Notice(Notice {
+                deadline: ts(s),
+                deadline_parsed: true,
+            })
+        };
+        let started = Reading::Notice(Notice {
+            deadline: n,
+            deadline_parsed: true,
+        });
+        let ev = |m: &str| read_event_message(m, n);
+        assert_eq!(ev("Preempt Started. For more information"), started);
+        assert_eq!(
+            ev("SpotRebalanceRecommendation Advisory. For more information, see x."),
+            Reading::Advisory
+        );
+        assert_eq!(ev("IMDS query failed, exit code: 28"), Reading::Ignored);
+        assert_eq!(
+            ev("Node condition VMEventScheduled is now: True"),
+            Reading::Unknown
+        );
+        assert_eq!(ev(""), Reading::Unknown);
+        assert_eq!(
+            ev("Preempt Advisory: Sat, 01 Aug 2026 05:41:02 GMT."),
+            Reading::Unknown
+        );
+
+        let pc = |m: &str| read_condition(CONDITION_PREEMPTION, "True", m, n);
+        assert_eq!(
+            pc(
+                "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. For more information, see https://aka.ms/aks-spot-eviction. EventId: x"
+            ),
+            Some(at("2026-08-01T05:41:02Z"))
+        );
+        assert_eq!(pc("Preempt Started: . For more information"), Some(started));
+        assert_eq!(
+            pc("SpotRebalanceRecommendation Advisory:"),
+            Some(Reading::Advisory)
+        );
+        assert_eq!(
+            pc(
+                "SpotRebalanceRecommendation Advisory: Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT."
+            ),
+            Some(Reading::Advisory)
+        );
+        for unknown in [
+            "SpotEvictionIncoming",
+            "Unknown event: Preempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT.",
+            "NotPreempt Scheduled: Sat, 01 Aug 2026 05:41:02 GMT.",
+            "Preempt ScheduledSomething: x",
+            "Preempt Started eventually.",
+            "Terminate Scheduled: Sat, 01 Aug 2026 05:41:02 GMT.",
+            "",
+        ] {
+            assert_eq!(pc(unknown), Some(Reading::Unknown), "{unknown:?}");
+        }
+        let vm = |m: &str| read_condition(CONDITION_VM_EVENT, "True", m, n);
+        assert_eq!(
+            vm(
+                "Preempt Scheduled: Wed, 26 Feb 2025 10:13:13 GMT. DurationInSeconds: -1.  For more information, see https://aka.ms/aks/scheduledevents."
+            ),
+            Some(at("2025-02-26T10:13:13Z"))
+        );
+        for other in [
+            "Reboot Scheduled: x.",
+            "Freeze Scheduled: x.",
+            "Redeploy Started.",
+            "Terminate Scheduled: x.",
+        ] {
+            assert_eq!(vm(other), Some(Reading::Ignored), "{other:?}");
+        }
+        assert_eq!(
+            vm("SpotRebalanceRecommendation Advisory: ."),
+            Some(Reading::Advisory)
+        );
+        assert_eq!(vm("Something new: x"), Some(Reading::Unknown));
+        assert_eq!(
+            read_condition(CONDITION_VM_EVENT, "False", "VM has no scheduled event", n),
+            None
+        );
+        assert_eq!(read_condition("Ready", "True", "Preempt Started.", n), None);
     }
 
     #[test]

@@ -329,6 +329,22 @@ impl FakeState {
         }
     }
 
+    /// Reports `phase` for the newest state received for node `name`, covering the newest
+    /// assignment, as the actuator does when a write is accepted / effective / failed. For
+    /// tests that decide when ARM "completes" (use with `Mode::Silent`).
+    pub async fn report(&self, name: &str, phase: ResultPhase) -> bool {
+        let latest = self
+            .states()
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n.node.as_ref().is_some_and(|r| r.name == name))
+            .max_by_key(|n| n.version.map(|v| (v.epoch, v.seq)));
+        let Some(n) = latest else { return false };
+        let lbs = self.assigned().unwrap_or_default();
+        self.send_up(result(&n, phase, "ARM 500 InternalServerError", &lbs))
+            .await
+    }
+
     /// Every `HoldAck` received, on any stream.
     pub fn hold_acks(&self) -> Vec<HoldAck> {
         self.streams

@@ -190,9 +190,11 @@ pub fn needed(method: &str, path_and_query: &str) -> Option<Permission> {
         ["namespaces", _ns, rest @ ..] if !rest.is_empty() => rest,
         other => other,
     };
+    // A subresource is its own RBAC resource (`nodes/status`).
     let (resource, name) = match rest {
-        [resource] => (*resource, ""),
-        [resource, name, ..] => (*resource, *name),
+        [resource] => ((*resource).to_string(), ""),
+        [resource, name] => ((*resource).to_string(), *name),
+        [resource, name, sub, ..] => (format!("{resource}/{sub}"), *name),
         _ => return None,
     };
     let watch = query
@@ -211,7 +213,7 @@ pub fn needed(method: &str, path_and_query: &str) -> Option<Permission> {
     };
     Some((
         group.to_string(),
-        resource.to_string(),
+        resource,
         verb.to_string(),
         name.to_string(),
     ))
@@ -245,6 +247,10 @@ mod tests {
         assert_eq!(
             needed("PATCH", "/api/v1/nodes/a?"),
             Some(p("", "nodes", "patch", "a"))
+        );
+        assert_eq!(
+            needed("PATCH", "/api/v1/nodes/a/status?&fieldManager=m"),
+            Some(p("", "nodes/status", "patch", "a"))
         );
         assert_eq!(
             needed(

@@ -257,13 +257,14 @@ fn set(items: &[(&str, &str, &str, &str)]) -> BTreeSet<(String, String, String, 
         .collect()
 }
 
-/// What signal-svc calls (see signal-svc's watch, taint, leader and results modules; the
+/// What signal-svc calls (see signal-svc's watch, taint, gate, leader and results modules; the
 /// whole-system test `rbac_matches_calls` checks the same set against the request log).
-pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 8] = [
+pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 9] = [
     ("", "nodes", "get", ""),
     ("", "nodes", "list", ""),
     ("", "nodes", "watch", ""),
     ("", "nodes", "patch", ""),
+    ("", "nodes/status", "patch", ""),
     ("", "events", "list", ""),
     ("", "events", "watch", ""),
     ("events.k8s.io", "events", "create", ""),
