@@ -56,7 +56,7 @@ where
 // ------------------------------------------------------------------------------------------
 
 pub enum Backend {
-    Real(kube_real::RealApiServer),
+    Real(Box<kube_real::RealApiServer>),
     Sim(KubeSim),
 }
 
@@ -108,7 +108,7 @@ pub async fn cluster_with_rbac(nodes: usize, rbac: &str) -> Cluster {
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_token_kubeconfig(&kubeconfig, &token).unwrap();
     Cluster {
-        backend: Backend::Real(server),
+        backend: Backend::Real(Box::new(server)),
         client,
         dir,
         kubeconfig,

@@ -31,7 +31,7 @@ impl KubeKind {
 
 /// A running API server of either kind.
 pub enum KubeSide {
-    Real(kube_real::RealApiServer),
+    Real(Box<kube_real::RealApiServer>),
     Sim(kube_sim::KubeSim),
 }
 
@@ -86,7 +86,7 @@ impl KubeSide {
                     .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT, TOKEN_TTL)
                     .await?;
                 server.write_token_kubeconfig(signal_kubeconfig, &token)?;
-                Ok(KubeSide::Real(server))
+                Ok(KubeSide::Real(Box::new(server)))
             }
         }
     }
