@@ -183,6 +183,12 @@ impl Gate {
         phase: Option<ResultPhase>,
     ) -> Option<GateCondition> {
         let n = self.nodes.entry(uid.to_owned()).or_default();
+        // Every node is asserted None (level-triggered restore); one that never carried the
+        // condition was never cut, and writing `False` on each would cost a status write per
+        // node at every start. No condition already means "not Down".
+        if desired == Desired::None && n.seen.is_none() {
+            return None;
+        }
         if n.confirmed != Some(desired) {
             // A transition: whatever the condition said no longer holds.
             n.confirmed = None;
@@ -284,6 +290,15 @@ mod tests {
     }
 
     /// Only an EFFECTIVE Down makes it True, whatever came before.
+    #[test]
+    fn a_node_never_cut_gets_no_condition() {
+        let mut g = Gate::default();
+        g.observe("u", None);
+        for phase in [None, Some(ResultPhase::Accepted), Some(ResultPhase::Effective)] {
+            assert_eq!(g.evaluate("u", Desired::None, phase), None);
+        }
+    }
+
     #[test]
     fn never_true_before_effective() {
         let phases = [None, Some(ResultPhase::Accepted), Some(ResultPhase::Failed)];
