@@ -44,6 +44,22 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         return None;
     }
     let phase = ResultPhase::try_from(r.phase).ok()?;
+    if r.repaired && phase == ResultPhase::Effective {
+        // The actuator found entries of this healthy node Down (an outside writer, an outage,
+        // a restart) and set them back: each repair is news, whatever was reported before.
+        shared.metrics.result("repaired");
+        let entries: Vec<&str> = r.entries.iter().map(|e| e.pool.as_str()).collect();
+        return Some(NodeEvent {
+            node: node.name.clone(),
+            uid: node.uid.clone(),
+            warning: true,
+            reason: "LoadBalancerAdminStateRepaired",
+            note: truncate(format!(
+                "Backend entries of this node were Down without a trigger or hold and were set back to None (pools: {})",
+                entries.join(", ")
+            )),
+        });
+    }
     let managed = shared.assign.lock().managed().clone();
     let reached = {
         let mut reported = shared.reported.lock();
@@ -205,6 +221,10 @@ mod tests {
     use cutover_proto::v1::Version;
 
     fn shared_with_down_node() -> Shared {
+        shared_with_node(Desired::Down)
+    }
+
+    fn shared_with_node(desired: Desired) -> Shared {
         let (tx, _rx) = mpsc::unbounded_channel();
         let core = Core {
             index: NodeIndex::new(TriggerSet::default()),
@@ -226,7 +246,7 @@ mod tests {
         };
         let state = DesiredState {
             node,
-            desired: Desired::Down,
+            desired,
             reasons: vec!["node.kubernetes.io/out-of-service".into()],
             observed_at: Timestamp::now(),
             deadline: Some(Timestamp::now() + jiff::SignedDuration::from_secs(30)),
@@ -255,6 +275,35 @@ mod tests {
             reason: "boom".into(),
             ..NodeResult::default()
         }
+    }
+
+    #[test]
+    fn every_repair_of_a_healthy_node_is_a_warning_event() {
+        let shared = shared_with_node(Desired::None);
+        let current = shared
+            .core
+            .lock()
+            .dispatch
+            .current("u")
+            .and_then(|s| s.version)
+            .unwrap();
+        let now = Timestamp::now();
+        let mut repaired = result(current, AdminState::None, ResultPhase::Effective);
+        repaired.repaired = true;
+        for _ in 0..2 {
+            let ev = handle(&shared, &repaired, now).unwrap();
+            assert_eq!(ev.reason, "LoadBalancerAdminStateRepaired");
+            assert!(ev.warning);
+        }
+        // The plain None every healthy node carries tells nothing.
+        assert!(
+            handle(
+                &shared,
+                &result(current, AdminState::None, ResultPhase::Effective),
+                now
+            )
+            .is_none()
+        );
     }
 
     #[test]

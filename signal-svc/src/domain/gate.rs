@@ -294,7 +294,11 @@ mod tests {
     fn a_node_never_cut_gets_no_condition() {
         let mut g = Gate::default();
         g.observe("u", None);
-        for phase in [None, Some(ResultPhase::Accepted), Some(ResultPhase::Effective)] {
+        for phase in [
+            None,
+            Some(ResultPhase::Accepted),
+            Some(ResultPhase::Effective),
+        ] {
             assert_eq!(g.evaluate("u", Desired::None, phase), None);
         }
     }
