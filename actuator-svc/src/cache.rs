@@ -110,12 +110,12 @@ pub struct KeptBase {
 /// other LBs are read (reads are bounded separately by `--lb-read-budget`), so a base that
 /// fits the budget only alone means two whole large documents resident between writes: at
 /// 5,000 nodes that was ~28 MB of a 64 MiB target, for one GET saved per idle-to-busy LB (a
-/// few per wave, measured in the README's scale section). Half the budget is the largest size
-/// at which a kept base and a read of a same-sized LB still fit the budget together. The
-/// alternative, one joint budget for kept and in-flight documents, would need reads to evict
-/// kept bases while they wait for room (the ARM client's read budget reaching into this
-/// cache) for the same outcome at the sizes that matter: small LBs keep their bases, large
-/// ones are read before their first write.
+/// few per wave, measured in docs/performance.md, memory and scale). Half the budget is the
+/// largest size at which a kept base and a read of a same-sized LB still fit the budget
+/// together. The alternative, one joint budget for kept and in-flight documents, would need
+/// reads to evict kept bases while they wait for room (the ARM client's read budget reaching
+/// into this cache) for the same outcome at the sizes that matter: small LBs keep their
+/// bases, large ones are read before their first write.
 #[derive(Debug)]
 pub struct BaseCache {
     budget: usize,

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 /// long-lived allocations, so neither trimming nor a fixed mmap threshold gave it back), about
 /// half the actuator's RSS after a 5,000-node resync; jemalloc's background thread returns
 /// pages freed for a second (settings: `_RJEM_MALLOC_CONF` in deploy/). mimalloc measured worse
-/// than glibc here. Figures: README, scale section.
+/// than glibc here. Figures: docs/performance.md, memory and scale.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
