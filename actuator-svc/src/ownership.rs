@@ -8,6 +8,10 @@
 //!   (SIGSTOP) or cut off stops writing by itself, before the leader gives its load balancers
 //!   to another replica. Time is monotonic and keeps running while a process is stopped, so a
 //!   replica that wakes finds its assignment expired and writes nothing stale.
+//! - the end of the stream that carried it does not end an assignment: the leader keeps the
+//!   load balancers from everyone else until the lapse anyway, and gives them straight back to
+//!   the same replica when it reconnects (a resync, a network blip). Dropping them at the end
+//!   of the stream would only leave them without a writer meanwhile.
 //!
 //! A replica that never received an assignment (a tool-only deployment, a single replica
 //! with an older signal-svc) writes every managed load balancer.
@@ -113,18 +117,6 @@ impl Ownership {
         Ok(self.owned(now) != before)
     }
 
-    /// The stream that carried the assignment ended: stop writing at once (the version stays,
-    /// so nothing older is accepted later).
-    pub fn lapse(&mut self, epoch: u64) -> bool {
-        match &mut self.current {
-            Some((g, _)) if g.epoch == epoch && !g.lbs.is_empty() => {
-                g.lbs.clear();
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// True once any assignment was accepted (the replica is part of a managed fleet).
     pub fn assigned(&self) -> bool {
         self.current.is_some()
@@ -206,12 +198,30 @@ mod tests {
         assert!(!o.owns("a", woke));
         assert_eq!(o.accept(grant(1, 2, &["a"]), woke), Ok(true));
         assert!(o.owns("a", woke));
-        assert!(o.lapse(1));
-        assert!(!o.owns("a", woke));
+        let lapsed = woke + Duration::from_secs(3);
         assert_eq!(
-            o.owned_among(&["a".into(), "b".into()], woke),
+            o.owned_among(&["a".into(), "b".into()], lapsed),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn a_reconnect_within_the_validity_continues_the_grant() {
+        // The stream ends after (1, 4); the leader's new stream to the same replica sends
+        // (1, 5) with the same load balancers 0.8 s later: owned at every instant between.
+        let t0 = Instant::now();
+        let mut o = Ownership::default();
+        o.accept(grant(1, 4, &["a"]), t0).unwrap();
+        for ms in (0..=800).step_by(50) {
+            assert!(o.owns("a", t0 + Duration::from_millis(ms)));
+        }
+        let t1 = t0 + Duration::from_millis(800);
+        assert_eq!(o.accept(grant(1, 5, &["a"]), t1), Ok(false), "no change");
+        assert_eq!(o.expires_at(), Some(t1 + Duration::from_secs(3)));
+        // A newer leader's grant also continues what it keeps; an older one is refused.
+        assert_eq!(o.accept(grant(2, 1, &["a"]), t1), Ok(false));
+        assert!(o.accept(grant(1, 6, &["a", "b"]), t1).is_err());
+        assert!(o.owns("a", t1) && !o.owns("b", t1));
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     let writers = parts.spawn_writers(&writer_cfg);
     let (mut servers, ready) = parts.spawn_background(&args, &loaded.cfg);
     servers.push(parts.spawn_resender());
+    servers.push(parts.spawn_ownership_gauge());
     servers.push(parts.spawn_admin(admin_listener, ready.clone()));
     let svc = parts.service(&args, loaded.lists, &writer_cfg, read);
     servers.extend(
@@ -319,6 +320,32 @@ impl Parts {
                         store.resend_unconfirmed();
                     }
                     _ = shutdown.wait_for(|s| *s) => return,
+                }
+            }
+        })
+    }
+
+    /// Keeps `load_balancer_owned` true when a grant lapses without a heartbeat (its stream
+    /// ended and no new one renewed it, or the leader went quiet): nothing else happens then.
+    fn spawn_ownership_gauge(&self) -> JoinHandle<()> {
+        let (store, mut shutdown) = (self.store.clone(), self.shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                let now = tokio::time::Instant::now();
+                // A heartbeat moves the lapse later without a wake-up: waking at the old one
+                // finds nothing changed and waits for the new one.
+                let lapse = store.ownership_expires_at().filter(|at| *at > now);
+                tokio::select! {
+                    _ = store.ownership_changed() => continue,
+                    _ = tokio::time::sleep_until(lapse.unwrap_or(now)), if lapse.is_some() => {}
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+                if store
+                    .ownership_expires_at()
+                    .is_some_and(|at| at <= tokio::time::Instant::now())
+                {
+                    let owned = store.publish_owned();
+                    tracing::info!(load_balancers = ?owned, "assignment lapsed without a heartbeat");
                 }
             }
         })

@@ -271,6 +271,8 @@ async fn connection(
     let mut inbound = response.into_inner();
     let (reader_tx, mut reader_done) = tokio::sync::oneshot::channel::<Result<(), tonic::Status>>();
     let (ack_tx, ack_rx) = tokio::sync::oneshot::channel::<Vec<String>>();
+    // The replica's managed set when it changes after the HelloAck (the latest one wins).
+    let (managed_tx, mut managed_rx) = tokio::sync::watch::channel(Vec::<String>::new());
     let reader: JoinHandle<()> = {
         let shared = shared.clone();
         let events = events.clone();
@@ -293,6 +295,10 @@ async fn connection(
                                 req,
                                 reply.clone(),
                             )
+                        }
+                        Some(actuator_message::Kind::Managed(m)) => {
+                            tracing::info!(%endpoint, load_balancers = ?m.load_balancers, "actuator's managed load balancers changed");
+                            managed_tx.send_replace(m.load_balancers);
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");
@@ -374,6 +380,7 @@ async fn connection(
     backoff.reset();
     tracing::info!(%endpoint, epoch, nodes = count, "snapshot sent; stream live");
 
+    let mut managed_open = true;
     let mut resync = tokio::time::interval_at(
         tokio::time::Instant::now() + cfg.resync_interval,
         cfg.resync_interval,
@@ -398,6 +405,20 @@ async fn connection(
                     Ok(Err(status)) => Err(StreamError::Status { endpoint: endpoint.to_owned(), status }),
                     _ => Err(closed()),
                 };
+            }
+            changed = managed_rx.changed(), if managed_open => {
+                if changed.is_err() {
+                    // The reader ended: `reader_done` says why.
+                    managed_open = false;
+                    continue;
+                }
+                let lbs = managed_rx.borrow_and_update().clone();
+                let outcome = shared
+                    .assign
+                    .lock()
+                    .manages(id, &lbs, tokio::time::Instant::now());
+                // Wakes every stream: each sends its new assignment, this one included.
+                publish_assignment(shared, &outcome);
             }
             _ = resync.tick() => {
                 // Every node again, as deltas on this stream: nothing lapses meanwhile.

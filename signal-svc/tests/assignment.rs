@@ -165,3 +165,45 @@ async fn resync_owned_lb_count_never_drops_to_zero() {
     );
     svc.stop().await;
 }
+
+/// An actuator's managed set changes (a multi-SLB configuration gains one LB and loses
+/// another): it says so up its stream and the leader reassigns on the same streams. The added
+/// LB gets an owner, the removed one leaves the plan, every LB has exactly one owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_managed_set_is_reassigned_on_the_same_streams() {
+    use cutover_proto::v1::{ActuatorMessage, ManagedLoadBalancers, actuator_message};
+    let c = cluster(6).await;
+    let a = FakeActuator::start("a", Mode::Effective).await;
+    let b = FakeActuator::start("b", Mode::Effective).await;
+    *a.state.load_balancers.lock() = lbs();
+    *b.state.load_balancers.lock() = lbs();
+    let svc = start(&c, "pod-a", &[a.endpoint(), b.endpoint()], &[]).await;
+    svc.wait_ready().await;
+    let union = |want: usize| {
+        let (a, b) = (a.state.clone(), b.state.clone());
+        async move {
+            let mut all = a.assigned()?;
+            all.extend(b.assigned()?);
+            all.sort();
+            (all.len() == want).then_some(all)
+        }
+    };
+    eventually("both replicas share the six LBs", || union(6)).await;
+    let now: Vec<String> = (1..7).map(|i| format!("kubernetes-lb{i}")).collect();
+    for f in [&a, &b] {
+        let m = ActuatorMessage {
+            kind: Some(actuator_message::Kind::Managed(ManagedLoadBalancers {
+                load_balancers: now.clone(),
+            })),
+        };
+        assert!(f.state.send_up(m).await);
+    }
+    let all = eventually("the new set assigned", || async {
+        union(6).await.filter(|all| *all == now)
+    })
+    .await;
+    assert_eq!(all, now, "lb0 left the plan, lb6 has one owner");
+    assert_eq!(a.state.streams.lock().len(), 1, "a kept its stream");
+    assert_eq!(b.state.streams.lock().len(), 1, "b kept its stream");
+    svc.stop().await;
+}

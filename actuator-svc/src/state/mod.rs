@@ -53,6 +53,8 @@ pub struct Store {
     writers: BTreeMap<String, Arc<Notify>>,
     metrics: Arc<Metrics>,
     uplink: Uplink,
+    /// Woken when the owned set changed by an assignment (see `ownership_changed`).
+    ownership_changed: Notify,
 }
 
 impl std::fmt::Debug for Store {
@@ -75,6 +77,7 @@ impl Store {
                 .collect(),
             metrics,
             uplink: Uplink::default(),
+            ownership_changed: Notify::new(),
         }
     }
 
@@ -235,17 +238,47 @@ impl Store {
             let owned = self.owned();
             tracing::info!(load_balancers = ?owned, "assignment changed");
             self.metrics.owned(&self.lbs(), &owned);
+            self.ownership_changed.notify_one();
             self.wake_all();
         }
         Ok(())
     }
 
-    /// The leader's stream of `epoch` ended: its assignment stops at once.
+    /// The leader's stream of `epoch` ended. The assignment it carried stands until it lapses
+    /// (`valid_for` after its last heartbeat): the leader gives nobody else these load
+    /// balancers before then, and a new stream from it re-grants them to this replica, so a
+    /// resync or a reconnect continues the writes without a gap. A replica that does not come
+    /// back stops writing at the lapse, as a frozen one does.
     pub fn stream_ended(&self, epoch: u64) {
-        if self.inner.lock().ownership.lapse(epoch) {
-            tracing::info!(epoch, "assignment dropped with its stream");
-            self.metrics.owned(&self.lbs(), &[]);
+        let (owned, lapses) = {
+            let inner = self.inner.lock();
+            let now = Instant::now();
+            let lbs = self.lbs();
+            (
+                inner.ownership.owned_among(&lbs, now),
+                inner
+                    .ownership
+                    .expires_at()
+                    .map(|at| at.saturating_duration_since(now)),
+            )
+        };
+        if !owned.is_empty() {
+            tracing::info!(epoch, load_balancers = ?owned, lapses_in = ?lapses, "stream ended; assignment kept until it lapses or a new stream renews it");
         }
+    }
+
+    /// Resolves when an assignment changed the owned set (a grant lapsing by time does not
+    /// wake it: see `ownership_expires_at`).
+    pub async fn ownership_changed(&self) {
+        self.ownership_changed.notified().await;
+    }
+
+    /// Sets `load_balancer_owned` from the ownership now (a grant that lapsed without a
+    /// heartbeat changes it with no event); returns the owned load balancers.
+    pub fn publish_owned(&self) -> Vec<String> {
+        let owned = self.owned();
+        self.metrics.owned(&self.lbs(), &owned);
+        owned
     }
 
     /// Whether this replica writes `lb` now (see `ownership`).

@@ -291,3 +291,124 @@ async fn each_coalesced_write_follows_the_previous_operation_end_at_once() {
     assert!(puts.len() >= 3 * lbs.len(), "{puts:?}");
     assert_eq!(followed, puts.len() - lbs.len(), "{puts:?}");
 }
+
+/// `cutover_actuator_load_balancer_owned` of every LB, read from `/metrics`.
+async fn owned_gauge(a: &Actuator) -> BTreeMap<String, String> {
+    let (_, body) = http_get(a.running.admin_addr, "/metrics").await;
+    body.lines()
+        .filter_map(|l| l.strip_prefix("cutover_actuator_load_balancer_owned{load_balancer=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(lb, v)| (lb.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A resync or reconnect of a live replica: its stream ends and a new stream of the same
+/// leader re-grants the same LBs within 1 s. The LBs are owned at every sample (store and
+/// gauge), and a Down that arrives on the new stream before its grant is written at once
+/// under the kept one. A replica that does not come back stops at the grant's lapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_keeps_the_lbs_owned_and_writes_what_arrives_meanwhile() {
+    const LBS: [&str; 2] = ["kubernetes", "kubernetes-internal"];
+    let (sim, cluster) = start_sim("aks").await;
+    let mut a = start_actuator(&sim, &cluster, &[]).await;
+    let store = a.running.store.clone();
+    let (tx, rx) = open_stream(&mut a, 7).await;
+    tx.send(assignment(7, 1, &LBS, 2000)).await.unwrap();
+    wait_until("the grant taken", || {
+        let store = store.clone();
+        async move { store.owned().len() == 2 }
+    })
+    .await;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let (store, stop, admin) = (store.clone(), stop.clone(), a.running.admin_addr);
+        async move {
+            let mut gaps = Vec::new();
+            let mut samples = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let owned = store.owned();
+                let (_, body) = http_get(admin, "/metrics").await;
+                let zero = LBS.iter().any(|lb| {
+                    !body.contains(&format!(
+                        "cutover_actuator_load_balancer_owned{{load_balancer=\"{lb}\"}} 1"
+                    ))
+                });
+                if owned.len() != 2 || zero {
+                    gaps.push((samples, owned, zero));
+                }
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (samples, gaps)
+        }
+    });
+
+    // The old stream ends right after a heartbeat.
+    tx.send(assignment(7, 1, &LBS, 2000)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ended = tokio::time::Instant::now();
+    drop((tx, rx));
+    wait_until("the end of the stream seen", || {
+        let store = store.clone();
+        async move { store.uplink().route() == actuator_svc::uplink::Route::Retry }
+    })
+    .await;
+
+    // The new stream: its snapshot brings a Down before the leader re-grants the LBs.
+    let (tx, mut rx) = open_stream(&mut a, 7).await;
+    let node = &cluster.nodes[2];
+    tx.send(msg(signal_message::Kind::Delta(desired(
+        node,
+        AdminState::Down,
+        7,
+        1,
+    ))))
+    .await
+    .unwrap();
+    tokio::time::sleep_until(ended + Duration::from_millis(800)).await;
+    let regrant = jiff::Timestamp::now();
+    tx.send(assignment(7, 2, &LBS, 2000)).await.unwrap();
+    let r = effective(&mut rx, 1).await;
+    assert_eq!(r.load_balancers.len(), 2);
+    assert!(all_are(&sim, &cluster, node, "Down"));
+    let first_put = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT" && r.status < 300)
+        .map(|r| r.time)
+        .min()
+        .expect("the Down was written");
+    assert!(
+        first_put < regrant,
+        "the Down waited for the new grant: PUT at {first_put}, re-grant at {regrant}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.send(assignment(7, 2, &LBS, 2000)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (samples, gaps) = sampler.await.unwrap();
+    assert!(samples >= 20, "only {samples} samples");
+    assert!(
+        gaps.is_empty(),
+        "not owned at samples {gaps:?} of {samples}"
+    );
+
+    // No new stream this time: the grant lapses on its own and the gauge says so.
+    drop((tx, rx));
+    let gone = tokio::time::Instant::now();
+    wait_until("the grant lapsed", || {
+        let a = &a;
+        async move {
+            let g = owned_gauge(a).await;
+            g.len() == 2 && g.values().all(|v| v == "0")
+        }
+    })
+    .await;
+    assert!(store.owned().is_empty());
+    let took = gone.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_millis(3000),
+        "lapsed {took:?} after the stream ended (grant valid 2 s from the last heartbeat)"
+    );
+}

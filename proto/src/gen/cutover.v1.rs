@@ -259,7 +259,7 @@ pub struct Forget {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ActuatorMessage {
-    #[prost(oneof = "actuator_message::Kind", tags = "1, 2, 3")]
+    #[prost(oneof = "actuator_message::Kind", tags = "1, 2, 3, 4")]
     pub kind: ::core::option::Option<actuator_message::Kind>,
 }
 /// Nested message and enum types in `ActuatorMessage`.
@@ -273,6 +273,8 @@ pub mod actuator_message {
         Result(super::NodeResult),
         #[prost(message, tag = "3")]
         HoldRequest(super::HoldRequest),
+        #[prost(message, tag = "4")]
+        Managed(super::ManagedLoadBalancers),
     }
 }
 /// Asks the signal-svc leader to set or release a durable tool hold on a node: a tool's
@@ -309,6 +311,17 @@ pub struct HelloAck {
     pub actuator_identity: ::prost::alloc::string::String,
     /// Load balancers this actuator manages (names).
     #[prost(string, repeated, tag = "2")]
+    pub load_balancers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// The load balancers this actuator manages changed (its configuration gained or lost one),
+/// sent at any time after `HelloAck`. The full new set; it replaces the one in `HelloAck`. The
+/// leader reassigns on the same stream: an added load balancer gets an owner, a removed one
+/// leaves the plan, and the load balancers the replica keeps stay assigned without a gap.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ManagedLoadBalancers {
+    /// Load balancers this actuator manages now (names).
+    #[prost(string, repeated, tag = "1")]
     pub load_balancers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// The progress of one version of one node.

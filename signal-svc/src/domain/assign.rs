@@ -16,8 +16,9 @@
 //! brief overlap correct: both hold the same versioned states).
 //!
 //! The managed set follows the live streams: a load balancer goes only to a stream whose
-//! replica manages it, and one no live stream reports (removed from the configuration) leaves
-//! the plan once its fence has lapsed.
+//! replica manages it (its `HelloAck`, then any `ManagedLoadBalancers` it sends up the same
+//! stream, see [`Assigner::manages`]), and one no live stream reports (removed from the
+//! configuration) leaves the plan once its fence has lapsed.
 //!
 //! Pure: time is an argument; the stream tasks send what [`Assigner::due`] returns and report
 //! it with [`Assigner::sent`].
@@ -151,6 +152,21 @@ impl Assigner {
             }
         }
         self.replan(now, true)
+    }
+
+    /// The replica of stream `id` manages `load_balancers` now (`ManagedLoadBalancers` on its
+    /// stream): an added load balancer gets an owner, one that no live stream manages any more
+    /// leaves the plan. The stream stays: what it keeps stays its own.
+    pub fn manages(&mut self, id: StreamId, load_balancers: &[String], now: Instant) -> Outcome {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Outcome::default();
+        };
+        let manages: BTreeSet<String> = load_balancers.iter().cloned().collect();
+        if slot.manages == manages {
+            return Outcome::default();
+        }
+        slot.manages = manages;
+        self.replan(now, false)
     }
 
     /// Time passed: fences may have lapsed.

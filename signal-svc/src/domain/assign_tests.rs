@@ -167,3 +167,50 @@ fn managed_is_the_union_of_what_streams_report() {
     );
     assert!(owners(&a).values().all(Option::is_some));
 }
+
+#[test]
+fn a_changed_managed_set_reassigns_on_the_same_streams() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.reset(4);
+    let (x, _) = a.join("a:1", &lbs(6), t);
+    let (y, _) = a.join("b:1", &lbs(6), t);
+    let first = deliver(&mut a, &[x, y], t);
+    let before = owners(&a);
+    // Both replicas gain lb-6 and lose lb-0 (a multi-SLB configuration changed).
+    let now: Vec<String> = (1..7).map(|i| format!("lb-{i}")).collect();
+    assert!(a.manages(x, &now, t).changed);
+    assert!(before["lb-0"].is_some());
+    assert_eq!(
+        owners(&a)["lb-0"].as_deref(),
+        Some("b:1"),
+        "b still manages lb-0: it goes to b at once"
+    );
+    a.manages(y, &now, t);
+    // Unchanged again: nothing to send.
+    assert_eq!(a.manages(y, &now, t), Outcome::default());
+    let sent = deliver(&mut a, &[x, y], t);
+    let mut all: Vec<&String> = sent.values().flat_map(|m| &m.load_balancers).collect();
+    all.sort();
+    assert_eq!(
+        all,
+        now.iter().collect::<Vec<_>>(),
+        "each managed LB once, lb-0 gone"
+    );
+    assert_eq!(
+        a.managed().iter().cloned().collect::<Vec<_>>(),
+        now,
+        "the removed LB left the plan at once (its holder said it no longer manages it)"
+    );
+    // What each stream kept, it still has (no gap): only lb-6 moved anywhere.
+    for (id, m) in &first {
+        for lb in m.load_balancers.iter().filter(|l| *l != "lb-0") {
+            assert!(sent[id].load_balancers.contains(lb), "{lb} moved");
+        }
+    }
+    assert!(owners(&a)["lb-6"].is_some());
+    // Only a replica that manages an LB gets it.
+    let only_x: Vec<String> = (1..8).map(|i| format!("lb-{i}")).collect();
+    a.manages(x, &only_x, t);
+    assert_eq!(owners(&a)["lb-7"].as_deref(), Some("a:1"));
+}
