@@ -491,6 +491,7 @@ fn registered_names() -> BTreeSet<String> {
     signal.signal("taint");
     signal.desired_change("down");
     signal.result("effective");
+    signal.condition_write("True", "ok");
     signal.set_assignment(
         &[("lb".to_string(), Some("ep".to_string()))],
         &[("ep".to_string(), 1)],
