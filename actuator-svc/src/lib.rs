@@ -15,6 +15,8 @@
 //! - `writer`: one task per load balancer; `state`: desired states, per-LB progress, results.
 //! - `grpc`: the `cutover.v1.Actuator` service with mTLS allow-lists; `admin`: `/live`,
 //!   `/ready`, `/metrics`; `runtime`: wiring and drain.
+//! - `preflight`: `--preflight`, a read-only report of what cutover would manage and what
+//!   blocks it (reads through the same client; classification is pure).
 
 pub mod admin;
 pub mod arm;
@@ -28,6 +30,7 @@ pub mod index;
 pub mod metrics;
 pub mod ownership;
 pub mod plan;
+pub mod preflight;
 pub mod runtime;
 pub mod state;
 pub mod tls_reload;

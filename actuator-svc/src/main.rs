@@ -28,6 +28,11 @@ async fn main() -> anyhow::Result<()> {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init(),
     }
+    if args.preflight {
+        let report = actuator_svc::preflight::run(&args, &EnvOverrides::from_process()).await?;
+        print!("{}", report.text);
+        std::process::exit(if report.blocking() { 2 } else { 0 });
+    }
     let running = actuator_svc::runtime::start(args, EnvOverrides::from_process()).await?;
     wait_for_signal().await?;
     tracing::info!("draining");

@@ -121,15 +121,15 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
 }
 
 /// What the config files and flags say, validated.
-struct Loaded {
-    cfg: AzureConfig,
+pub(crate) struct Loaded {
+    pub(crate) cfg: AzureConfig,
     authority: url::Url,
     tls: Option<Arc<TlsReloader>>,
     lists: AllowLists,
 }
 
 /// Step 1: `azure.json`, the AAD authority, TLS files and allow-lists.
-fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
+pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
     let text = std::fs::read_to_string(&args.cloud_config)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
     let cfg = azure_json::parse(&text, &args.cluster_name, env)
@@ -162,7 +162,7 @@ fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
 
 /// Step 2: the credential and the ARM client with its one shared budget; returns the read
 /// limits too (the tools' share of reads is cut from them).
-fn arm_client(
+pub(crate) fn arm_client(
     args: &Args,
     env: &EnvOverrides,
     loaded: &Loaded,

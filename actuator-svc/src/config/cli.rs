@@ -145,6 +145,10 @@ pub struct Args {
         default_value = "whole-lb"
     )]
     pub write_strategy: Strategy,
+    /// Read the configured subscription, print what cutover would manage and what it cannot,
+    /// and exit (non-zero when something blocks a cut). Reads only; binds no port.
+    #[arg(long, env = "ACTUATOR_PREFLIGHT")]
+    pub preflight: bool,
     /// Resolve and log writes without making them.
     #[arg(long, env = "ACTUATOR_DRY_RUN")]
     pub dry_run: bool,
