@@ -10,6 +10,7 @@ mod guard;
 mod holds;
 mod ownership;
 mod pki;
+mod preflight;
 mod restore;
 mod rotation;
 mod rpc;

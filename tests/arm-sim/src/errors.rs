@@ -162,6 +162,21 @@ impl ArmError {
         )
     }
 
+    /// ARM's RBAC refusal, before the resource provider sees the call. Wording as real ARM
+    /// answers (e.g. "The client 'a0f3c32d' with object id 'a0f3c32d' does not have
+    /// authorization to perform action 'Microsoft.Network/loadBalancers/read' over scope
+    /// '/subscriptions/.../loadBalancers/lb' or the scope is invalid.", a recorded 403 in a
+    /// public test suite found via the code index, id 13866161738); ARM appends the refresh hint.
+    pub fn authorization_failed(principal: &str, action: &str, scope: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "AuthorizationFailed",
+            format!(
+                "The client '{principal}' with object id '{principal}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
+            ),
+        )
+    }
+
     /// NRP's child-resource 404 (`NotFound` with the full id).
     pub fn child_not_found(id: &str) -> Self {
         let mut e = Self::new(

@@ -160,6 +160,9 @@ pub struct Faults {
     pub drop_connections: u32,
     pub supersede: bool,
     pub fail_operations: u32,
+    /// RBAC actions the principals lack (lower-cased), e.g.
+    /// `microsoft.network/loadbalancers/read`: such calls get ARM's 403 `AuthorizationFailed`.
+    pub denied_actions: Vec<String>,
 }
 
 /// A fault request (library and `POST /_sim/faults`); absent fields leave the current value.
@@ -178,6 +181,12 @@ pub struct FaultSpec {
     pub supersede: Option<bool>,
     /// The next N write operations end `Failed`.
     pub fail_operations: Option<u32>,
+    /// RBAC actions every principal lacks from now on (replaces the list; empty grants all).
+    /// Models a role assignment without them (e.g. a custom role missing
+    /// `Microsoft.Network/networkInterfaces/read`): ARM refuses such calls with 403
+    /// `AuthorizationFailed` before the resource provider sees them. Real ARM checks per
+    /// principal and scope; the simulator denies for every principal and scope.
+    pub deny_actions: Option<Vec<String>>,
 }
 
 /// What the fault layer decided for one request.
@@ -209,6 +218,16 @@ impl Faults {
         if let Some(n) = spec.fail_operations {
             self.fail_operations = n;
         }
+        if let Some(list) = &spec.deny_actions {
+            self.denied_actions = list.iter().map(|a| a.to_ascii_lowercase()).collect();
+        }
+    }
+
+    /// Whether `action` is denied (case-insensitively, as ARM compares actions).
+    pub fn denies(&self, action: &str) -> bool {
+        self.denied_actions
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(action))
     }
 
     /// Decides (and consumes) the fault for the next ARM request.
@@ -275,6 +294,23 @@ mod tests {
             f.next(now + std::time::Duration::from_secs(2)),
             Injected::None
         );
+    }
+
+    #[test]
+    fn denied_actions_compare_case_insensitively_and_are_replaced() {
+        let now = Instant::now();
+        let mut f = Faults::default();
+        let deny = |list: &[&str]| FaultSpec {
+            deny_actions: Some(list.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        f.apply(&deny(&["Microsoft.Network/loadBalancers/read"]), now);
+        assert!(f.denies("microsoft.network/loadbalancers/READ"));
+        assert!(!f.denies("Microsoft.Network/networkInterfaces/read"));
+        f.apply(&FaultSpec::default(), now);
+        assert!(f.denies("Microsoft.Network/loadBalancers/read"));
+        f.apply(&deny(&[]), now);
+        assert!(!f.denies("Microsoft.Network/loadBalancers/read"));
     }
 
     #[test]

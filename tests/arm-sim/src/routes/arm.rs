@@ -156,6 +156,17 @@ async fn handle_now(
         }
     };
 
+    if let Some(action) = rbac_action(&route, &parts.method)
+        && shared.state.lock().faults.denies(action)
+    {
+        out.resp = Some(arm_error(&ArmError::authorization_failed(
+            &principal,
+            action,
+            parts.uri.path().trim_end_matches('/'),
+        )));
+        return out;
+    }
+
     let decision =
         shared
             .state
@@ -204,6 +215,27 @@ async fn handle_now(
     set_header(&mut resp, "x-ms-correlation-request-id", &rid);
     out.resp = Some(resp);
     out
+}
+
+/// The RBAC action ARM checks for a call (`Microsoft.Network` operations list); operation
+/// polls need none beyond the caller's own.
+fn rbac_action(route: &ArmPath, method: &Method) -> Option<&'static str> {
+    let read = matches!(*method, Method::GET | Method::HEAD);
+    Some(match (route, read, method) {
+        (ArmPath::Lb { .. }, true, _) => "Microsoft.Network/loadBalancers/read",
+        (ArmPath::Lb { .. }, false, _) => "Microsoft.Network/loadBalancers/write",
+        (ArmPath::PoolList { .. } | ArmPath::Pool { .. }, true, _) => {
+            "Microsoft.Network/loadBalancers/backendAddressPools/read"
+        }
+        (ArmPath::Pool { .. }, false, &Method::DELETE) => {
+            "Microsoft.Network/loadBalancers/backendAddressPools/delete"
+        }
+        (ArmPath::Pool { .. }, false, _) => {
+            "Microsoft.Network/loadBalancers/backendAddressPools/write"
+        }
+        (ArmPath::NicList { .. }, true, _) => "Microsoft.Network/networkInterfaces/read",
+        _ => return None,
+    })
 }
 
 fn location_of(shared: &Shared, sub: &str) -> String {
