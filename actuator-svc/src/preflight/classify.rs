@@ -77,7 +77,10 @@ pub enum PoolVerdict {
     ManagedNoEffect,
     /// Never written: only outbound rules use it.
     OutboundOnly,
-    /// Never written: only inbound NAT rules use it (admin state is not supported there).
+    /// Only inbound NAT rules use it (admin state is not supported there). Note: the service
+    /// skips outbound-only pools today; NAT-only, pod-IP and Basic pools are not yet excluded
+    /// from writes (issue 21 item 4), so these verdicts say what a cut achieves, not what is
+    /// written.
     NatOnly,
     /// Never written: a pod-IP pool of a ServiceGateway load balancer (SKU `Service`).
     PodIp,
@@ -91,13 +94,13 @@ impl PoolVerdict {
             PoolVerdict::Managed => "managed",
             PoolVerdict::ManagedNoEffect => "managed, no probed rule (Down has no effect)",
             PoolVerdict::OutboundOnly => "not written: outbound rules only",
-            PoolVerdict::NatOnly => "not written: inbound NAT rules only",
-            PoolVerdict::PodIp => "not written: ServiceGateway pod-IP pool",
-            PoolVerdict::Unsupported => "not written: SKU without admin state",
+            PoolVerdict::NatOnly => "no effect: inbound NAT rules only",
+            PoolVerdict::PodIp => "not a node pool: ServiceGateway pod IPs",
+            PoolVerdict::Unsupported => "no effect: SKU without admin state",
         }
     }
 
-    /// Whether cutover writes the pool's entries.
+    /// Whether a cut acts on the pool's entries.
     pub fn written(self) -> bool {
         matches!(self, PoolVerdict::Managed | PoolVerdict::ManagedNoEffect)
     }
@@ -223,7 +226,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
             Severity::Warning,
             "service-gateway",
             format!(
-                "load balancer {name} has SKU Service (cloud-provider-azure ServiceGateway mode): its pools hold pod IPs, node admin state does not apply; never written"
+                "load balancer {name} has SKU Service (cloud-provider-azure ServiceGateway mode): its pools hold pod IPs, node admin state does not apply there"
             ),
         ),
         SkuClass::Other => push(
@@ -258,7 +261,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
                 Severity::Warning,
                 "nat-only-pool",
                 format!(
-                    "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules; never written"
+                    "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules, so a cut does nothing there"
                 ),
             ),
             PoolVerdict::ManagedNoEffect if pool.lb_rules > 0 => push(
@@ -292,7 +295,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
                 Severity::Warning,
                 "entries-without-vm",
                 format!(
-                    "pool {id}: {} entr{} match no VM (NIC without a VM, or no address): never written ({})",
+                    "pool {id}: {} entr{} match no VM (NIC without a VM, or no address): no node can claim them ({})",
                     unmatched.len(),
                     if unmatched.len() == 1 { "y" } else { "ies" },
                     unmatched
@@ -474,7 +477,7 @@ fn render(s: &Survey, findings: &[Finding]) -> String {
     }
     let _ = writeln!(
         t,
-        "\nentries cutover would write, per VM or IP (no Kubernetes access: the service matches VMs by providerID and IPs by the Node's internal addresses):"
+        "\nentries a cut acts on, per VM or IP (no Kubernetes access: the service matches VMs by providerID and IPs by the Node's internal addresses):"
     );
     if per_owner.is_empty() {
         let _ = writeln!(t, "  (none)");

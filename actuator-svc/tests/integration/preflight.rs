@@ -59,7 +59,7 @@ async fn preflight_of_a_plain_aks_cluster_is_ok() {
         r.text
     );
     assert!(r.text.contains("NIC-based"), "{}", r.text);
-    assert!(r.text.contains("entries cutover would write"), "{}", r.text);
+    assert!(r.text.contains("entries a cut acts on"), "{}", r.text);
     assert!(r.has("outbound-only-pool"), "{}", r.text);
     // One line per VM with its entries (no Kubernetes access: VMs, not nodes).
     assert!(r.text.contains("vmss "), "{}", r.text);
@@ -83,7 +83,11 @@ async fn preflight_names_a_service_gateway_lb_and_never_manages_its_pools() {
     .await;
     let r = run_preflight(&sim, &cluster).await;
     assert!(r.has("service-gateway"), "{}", r.text);
-    assert!(r.text.contains("ServiceGateway pod-IP pool"), "{}", r.text);
+    assert!(
+        r.text.contains("not a node pool: ServiceGateway pod IPs"),
+        "{}",
+        r.text
+    );
     // The public LB is still a node LB: not blocked.
     assert!(!r.blocking(), "{}", r.text);
 }

@@ -26,6 +26,9 @@
 //!   `x-ms-ratelimit-remaining-subscription-*` headers and 429 `SubscriptionRequestsThrottled`.
 //! - Azure AD `/{tenant}/oauth2/v2.0/token` (client secret and federated assertion), OIDC
 //!   discovery (for MSAL), App Service `/msi/token` and IMDS `/metadata/identity/oauth2/token`.
+//! - RBAC refusals: actions denied through the `denyActions` fault get ARM's 403
+//!   `AuthorizationFailed` (naming principal, action and scope) before any handler runs; real
+//!   ARM decides per principal and scope, the simulator for all of them.
 //! - Observation and control under `/_sim/...`: request log, effective log, pool snapshots,
 //!   faults, tuning, outside writer.
 //!
