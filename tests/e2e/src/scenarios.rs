@@ -18,7 +18,7 @@ use tonic::transport::{Channel, Endpoint};
 mod departures;
 
 /// Every scenario, in the order the sandbox plays them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
     OutOfService,
     Shutdown,
