@@ -80,15 +80,20 @@ fn untouchable(cluster: &Cluster) -> HashSet<(String, String)> {
         .collect()
 }
 
-/// The problems with the end state: every entry of a node in `down` must be `Down`, every
-/// other entry `None`. Returns an empty list when exact.
+/// The problems with the end state: every entry of a node in `down` or in `deleted_down` must
+/// be `Down`, every other entry `None`. Returns an empty list when exact.
+///
+/// `deleted_down`: nodes whose Node object was deleted while they were `Down`. Their entries
+/// stay in ARM, `Down`, until the cloud provider removes them: cutover never restores a
+/// deleted node (that would send new flows to a machine on its way out).
 pub fn end_state_problems(
     cluster: &Cluster,
     entries: &[EntryView],
     down: &HashSet<String>,
+    deleted_down: &HashSet<String>,
 ) -> Vec<String> {
     let mut want_down: HashSet<EntryKey> = HashSet::new();
-    for node in down {
+    for node in down.iter().chain(deleted_down) {
         want_down.extend(node_entries(cluster, node));
     }
     let mut problems = Vec::new();
@@ -234,14 +239,30 @@ mod tests {
         let c = aks_fixture::preset("aks").unwrap();
         let a = c.nodes[0].name.clone();
         let down: HashSet<String> = [a.clone()].into();
-        assert!(end_state_problems(&c, &views(&c, &[&a]), &down).is_empty());
+        let none: HashSet<String> = HashSet::new();
+        assert!(end_state_problems(&c, &views(&c, &[&a]), &down, &none).is_empty());
         let mut wrong = views(&c, &[&a]);
         wrong[1].state = State::None;
-        let problems = end_state_problems(&c, &wrong, &down);
+        let problems = end_state_problems(&c, &wrong, &down, &none);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("want Down"));
+        assert_eq!(
+            end_state_problems(&c, &views(&c, &[&a]), &none, &none).len(),
+            4
+        );
+    }
+
+    #[test]
+    fn a_node_deleted_while_down_must_stay_down() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let a = c.nodes[0].name.clone();
         let none: HashSet<String> = HashSet::new();
-        assert_eq!(end_state_problems(&c, &views(&c, &[&a]), &none).len(), 4);
+        let deleted: HashSet<String> = [a.clone()].into();
+        assert!(end_state_problems(&c, &views(&c, &[&a]), &none, &deleted).is_empty());
+        // Restored after its deletion: every entry is named.
+        let problems = end_state_problems(&c, &views(&c, &[]), &none, &deleted);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems.iter().all(|p| p.contains("want Down")));
     }
 
     #[test]

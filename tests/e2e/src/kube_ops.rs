@@ -1,6 +1,6 @@
 //! What a person or a cloud controller does to the cluster in the scenarios, through the real
-//! Kubernetes API (kube-rs against kube-sim): taint and untaint, cordon, Spot notices, node
-//! replacement.
+//! Kubernetes API (kube-rs against kube-sim): taint and untaint, label, cordon, Spot notices,
+//! node replacement and deletion, and reading a Node's conditions (the drain gate).
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference};
@@ -14,6 +14,14 @@ use std::path::Path;
 pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 pub const SPOT_EVICTION: &str = "cloudprovider.azure.microsoft.com/draining";
+/// Karpenter (and AKS node auto-provisioning) when it starts terminating a node.
+pub const KARPENTER_DISRUPTED: &str = "karpenter.sh/disrupted";
+/// cluster-autoscaler before it drains and deletes a node (value: unix seconds).
+pub const TO_BE_DELETED_BY_CA: &str = "ToBeDeletedByClusterAutoscaler";
+/// The label Karpenter sets at termination (value `karpenter`).
+pub const EXCLUDE_FROM_LBS: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// The Node condition signal-svc keeps: the drain gate.
+pub const GATE_CONDITION: &str = "LoadBalancerAdminStateDown";
 
 /// A kube client from a kubeconfig file.
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
@@ -109,6 +117,38 @@ impl Cluster {
             }
         }
         anyhow::bail!("taint update of {node} kept conflicting")
+    }
+
+    /// Sets (`Some`) or removes (`None`) a label, as `kubectl label` does.
+    pub async fn label(&self, node: &str, key: &str, value: Option<&str>) -> anyhow::Result<()> {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        self.nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the Node object, as Karpenter or cluster-autoscaler do once the node is drained.
+    pub async fn delete(&self, node: &str) -> anyhow::Result<()> {
+        self.nodes.delete(node, &DeleteParams::default()).await?;
+        Ok(())
+    }
+
+    /// The node's condition of type `type_`, if it has one.
+    pub async fn condition(
+        &self,
+        node: &str,
+        type_: &str,
+    ) -> anyhow::Result<Option<k8s_openapi::api::core::v1::NodeCondition>> {
+        Ok(self
+            .nodes
+            .get(node)
+            .await?
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == type_))
     }
 
     /// `kubectl cordon`.

@@ -46,6 +46,11 @@ pub struct Sandbox {
     pub results: Results,
     /// Nodes that must be `Down` now.
     pub down: BTreeSet<String>,
+    /// Nodes deleted while `Down`: their entries must stay `Down` (see
+    /// [`judge::end_state_problems`]).
+    pub deleted_down: BTreeSet<String>,
+    /// Every node whose Node object was deleted.
+    deleted: BTreeSet<String>,
     /// Nodes not yet used by a scenario, per node pool.
     unused: BTreeMap<String, Vec<String>>,
 }
@@ -73,6 +78,8 @@ impl Sandbox {
             stack,
             results,
             down: BTreeSet::new(),
+            deleted_down: BTreeSet::new(),
+            deleted: BTreeSet::new(),
             unused,
         })
     }
@@ -92,6 +99,34 @@ impl Sandbox {
     /// How many nodes of `pool` no scenario used yet.
     pub fn unused_count(&self, pool: &str) -> usize {
         self.unused.get(pool).map_or(0, Vec::len)
+    }
+
+    /// Deletes the Node object (Karpenter or cluster-autoscaler after the drain) and returns
+    /// when the API server answered. A node that was `Down` must stay `Down`.
+    pub async fn delete_node(&mut self, node: &str) -> anyhow::Result<jiff::Timestamp> {
+        self.ops.delete(node).await?;
+        let at = jiff::Timestamp::now();
+        self.mark_deleted(node);
+        Ok(at)
+    }
+
+    /// Records that `node`'s Node object was deleted (by a scenario's own client).
+    pub fn mark_deleted(&mut self, node: &str) {
+        self.deleted.insert(node.to_string());
+        if self.down.remove(node) {
+            self.deleted_down.insert(node.to_string());
+        }
+    }
+
+    /// Nodes whose Node object still exists (every node of the cluster but the deleted ones).
+    pub fn live_nodes(&self) -> Vec<String> {
+        self.stack
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .filter(|n| !self.deleted.contains(n))
+            .collect()
     }
 
     /// Waits until every entry of every node in `nodes` reads `state` in effect after
@@ -210,8 +245,10 @@ impl Sandbox {
     ) {
         let entries = observe::entries(&self.stack.arm, &self.stack.cluster);
         let down: std::collections::HashSet<String> = self.down.iter().cloned().collect();
+        let deleted: std::collections::HashSet<String> =
+            self.deleted_down.iter().cloned().collect();
         outcome.problems.extend(
-            judge::end_state_problems(&self.stack.cluster, &entries, &down)
+            judge::end_state_problems(&self.stack.cluster, &entries, &down, &deleted)
                 .into_iter()
                 .take(10),
         );

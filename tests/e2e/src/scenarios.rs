@@ -15,8 +15,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 
+mod departures;
+
 /// Every scenario, in the order the sandbox plays them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
     OutOfService,
     Shutdown,
@@ -31,10 +33,14 @@ pub enum Scenario {
     OutsideWriter,
     EveryNodeAtOnce,
     ToolHold,
+    KarpenterTermination,
+    AutoscalerScaleDown,
+    AbortedScaleDown,
+    DrainGate,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::OutOfService,
         Scenario::Shutdown,
         Scenario::SpotNotice,
@@ -48,6 +54,18 @@ impl Scenario {
         Scenario::OutsideWriter,
         Scenario::EveryNodeAtOnce,
         Scenario::ToolHold,
+        Scenario::KarpenterTermination,
+        Scenario::AutoscalerScaleDown,
+        Scenario::AbortedScaleDown,
+        Scenario::DrainGate,
+    ];
+
+    /// How nodes leave today (docs/signal-sources.md), the drain gate last.
+    pub const DEPARTURES: [Scenario; 4] = [
+        Scenario::KarpenterTermination,
+        Scenario::AutoscalerScaleDown,
+        Scenario::AbortedScaleDown,
+        Scenario::DrainGate,
     ];
 
     /// Whether the scenario injects faults or kills processes.
@@ -79,6 +97,12 @@ impl Scenario {
             Scenario::OutsideWriter => "outside writer resets an entry",
             Scenario::EveryNodeAtOnce => "every node tainted at once (guard holds)",
             Scenario::ToolHold => "tool hold across actuator restarts, released elsewhere",
+            Scenario::KarpenterTermination => {
+                "Karpenter termination (taint + exclude label, drain, Node deleted)"
+            }
+            Scenario::AutoscalerScaleDown => "cluster-autoscaler scale-down (taint, Node deleted)",
+            Scenario::AbortedScaleDown => "aborted scale-down (autoscaler taint removed)",
+            Scenario::DrainGate => "drain gate (drainers wait for the condition, then delete)",
         }
     }
 }
@@ -132,6 +156,12 @@ pub async fn play(sb: &mut Sandbox, scenario: Scenario, wave: usize) -> Outcome 
         Scenario::OutsideWriter => outside_writer(sb, &mut outcome, &mut windows).await,
         Scenario::EveryNodeAtOnce => every_node_at_once(sb, &mut outcome, &mut windows).await,
         Scenario::ToolHold => tool_hold(sb, &mut outcome, &mut windows).await,
+        Scenario::KarpenterTermination => departures::karpenter_termination(sb, &mut outcome).await,
+        Scenario::AutoscalerScaleDown => departures::autoscaler_scale_down(sb, &mut outcome).await,
+        Scenario::AbortedScaleDown => {
+            departures::aborted_scale_down(sb, &mut outcome, &mut windows).await
+        }
+        Scenario::DrainGate => departures::drain_gate(sb, &mut outcome).await,
     };
     if let Err(e) = result {
         outcome.problems.push(format!("{e:#}"));
@@ -574,13 +604,8 @@ async fn every_node_at_once(
     outcome: &mut Outcome,
     windows: &mut Vec<jiff::Timestamp>,
 ) -> anyhow::Result<()> {
-    let all: Vec<String> = sb
-        .stack
-        .cluster
-        .nodes
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
+    // Deleted nodes are gone from the API; their entries stay Down, counted below.
+    let all = sb.live_nodes();
     for n in &all {
         sb.ops
             .taint(n, OUT_OF_SERVICE, Some("mistake"), "NoExecute")
@@ -629,12 +654,21 @@ async fn every_node_at_once(
         sb.ops.untaint(n, OUT_OF_SERVICE).await?;
     }
     windows.push(t1);
-    // Nodes the guard refused never went Down, so "restored" means: nothing reads Down.
+    // Nodes the guard refused never went Down, so "restored" means: nothing reads Down but
+    // the entries of nodes deleted while Down.
+    let kept: std::collections::HashSet<_> = sb
+        .deleted_down
+        .iter()
+        .flat_map(|n| crate::judge::node_entries(&sb.stack.cluster, n))
+        .collect();
     let deadline = Instant::now() + WAIT;
     loop {
         let down = crate::observe::entries(&sb.stack.arm, &sb.stack.cluster)
             .into_iter()
             .filter(|e| e.state == State::Down)
+            .filter(|e| {
+                !kept.contains(&(e.lb.clone(), e.pool.clone(), e.target.to_ascii_lowercase()))
+            })
             .count();
         if down == 0 {
             break;

@@ -238,3 +238,35 @@ async fn leader_index(sb: &Sandbox) -> Option<usize> {
         .holder_identity?;
     sb.stack.signals.iter().position(|s| s.name == holder)
 }
+
+/// How nodes leave today: Karpenter's termination and cluster-autoscaler's scale-down are cut
+/// before the Node is deleted, and the deleted node's entries stay Down (cutover never restores
+/// a deleted node); an aborted scale-down goes back to None without flapping; drainers that
+/// wait on `LoadBalancerAdminStateDown=True` delete the Node only after ARM has every entry
+/// Down, and the condition never reads True before ARM does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn departures_are_cut_before_the_node_goes_and_the_gate_waits_for_arm() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let dir = std::env::temp_dir().join(format!("cutover-e2e-departures-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut options = StackOptions::fast("aks", 16, dir);
+    // A self-heal pass every second: the scenarios watch each deleted node for 2 s, so a
+    // repair that would restore it (an entry Down for a node nobody asserts) shows up here.
+    options.actuator_args = vec!["--self-heal-interval=1s".into()];
+    let mut sb = Sandbox::start(options).await.unwrap();
+    let outcomes = play_all(&mut sb, &Scenario::DEPARTURES, 0).await;
+    sb.stack.stop().await;
+    for o in &outcomes {
+        eprintln!(
+            "{} ({:.1} s, {} ARM reads, {} writes)",
+            o.name,
+            o.duration.as_secs_f64(),
+            o.reads,
+            o.writes
+        );
+        for line in &o.lines {
+            eprintln!("{line}");
+        }
+    }
+    assert_passed(&outcomes);
+}

@@ -72,6 +72,10 @@ enum Command {
             default_value = "aks,aks-ip,aks-multi-slb"
         )]
         presets: Vec<String>,
+        /// Play only these scenarios on the first preset (e.g.
+        /// `karpenter-termination,autoscaler-scale-down,aborted-scale-down,drain-gate`).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<Scenario>,
     },
     /// Start everything and keep it up until Ctrl-C.
     Serve {
@@ -101,10 +105,15 @@ async fn main() -> ExitCode {
                 &dir,
                 100,
                 &["aks".into(), "aks-ip".into(), "aks-multi-slb".into()],
+                &[],
             )
             .await
         }
-        Some(Command::Run { wave, presets }) => run(&cli, &dir, *wave, presets).await,
+        Some(Command::Run {
+            wave,
+            presets,
+            only,
+        }) => run(&cli, &dir, *wave, presets, only).await,
         Some(Command::Serve { preset }) => serve(&cli, &dir, preset).await,
     };
     match result {
@@ -122,12 +131,19 @@ async fn run(
     dir: &std::path::Path,
     wave: usize,
     presets: &[String],
+    only: &[Scenario],
 ) -> anyhow::Result<bool> {
     let nodes = cli.nodes;
     let mut all_ok = true;
     let mut summaries = Vec::new();
     for (i, preset) in presets.iter().enumerate() {
-        let scenarios: Vec<Scenario> = if i == 0 {
+        let scenarios: Vec<Scenario> = if i == 0 && !only.is_empty() {
+            // In the sandbox's order, whatever order they were named in.
+            Scenario::ALL
+                .into_iter()
+                .filter(|s| only.contains(s))
+                .collect()
+        } else if i == 0 {
             Scenario::ALL.to_vec()
         } else {
             vec![
