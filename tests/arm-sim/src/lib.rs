@@ -160,6 +160,11 @@ impl ArmSimOptions {
 /// The request log keeps at most this many records (oldest dropped first).
 pub const REQUEST_LOG_CAP: usize = 100_000;
 
+/// The largest ARM request body accepted: 4 MB (contracts/arm.md section 9, "ARM accepts
+/// request bodies up to 4 MB"), counted as 4 MiB. A larger body gets 413
+/// `RequestContentTooLarge` before any handler sees it, so the sandbox refuses what ARM would.
+pub const MAX_REQUEST_BODY: usize = 4 * 1024 * 1024;
+
 /// One request as the simulator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
@@ -382,6 +387,11 @@ impl ArmSim {
     /// 400 (see [`Tuning::strict_lb_structure`]).
     pub fn set_strict_lb_structure(&self, strict: bool) {
         self.shared.state.lock().tuning.strict_lb_structure = strict;
+    }
+
+    /// Turns the pessimistic NIC-pool mode on or off (see [`Tuning::refuse_nic_pool_puts`]).
+    pub fn set_refuse_nic_pool_puts(&self, refuse: bool) {
+        self.shared.state.lock().tuning.refuse_nic_pool_puts = refuse;
     }
 
     /// The fingerprint of a load balancer's non-pool structure (frontends, rules, probes, NAT
