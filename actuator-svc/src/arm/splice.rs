@@ -16,6 +16,10 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
+/// ARM's request-body limit: 4 MB (contracts/arm.md section 9), counted as 4 MiB. A larger
+/// body is refused with 413 `RequestContentTooLarge`, so the writer never sends one.
+pub const MAX_REQUEST_BODY: usize = 4 * 1024 * 1024;
+
 /// One part of a spliced body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -974,8 +978,7 @@ mod tests {
 mod size_tests {
     use super::*;
 
-    /// ARM's request limit (contracts/arm.md section 9), as arm-sim counts it.
-    const LIMIT: usize = 4 * 1024 * 1024;
+    const LIMIT: usize = MAX_REQUEST_BODY;
 
     fn lb_doc(preset: &str, nodes: usize) -> Bytes {
         let store = arm_sim::seed::Seed::preset(preset, Some(nodes))

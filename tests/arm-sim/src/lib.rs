@@ -458,6 +458,29 @@ impl ArmSim {
         )
     }
 
+    /// Another writer sets a writable pool property (as its pool PUT would, effective at once,
+    /// new LB etag). Tests use it to make a load balancer as large as they need.
+    pub fn outside_pool_property(
+        &self,
+        lb: &str,
+        pool: &str,
+        key: &str,
+        value: Value,
+    ) -> Result<(), errors::ArmError> {
+        let mut st = self.shared.state.lock();
+        let found = st
+            .store
+            .find_lb(lb)
+            .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
+        let l = st.store.lb_mut(&found.sub, &found.rg, &found.lb)?;
+        let p = l
+            .pool_mut(pool)
+            .ok_or_else(|| errors::ArmError::child_not_found(pool))?;
+        p.props.insert(key.to_owned(), value);
+        l.etag = model::new_etag();
+        Ok(())
+    }
+
     /// Stops accepting and waits for the accept loop to end.
     pub async fn shutdown(mut self) {
         if let Some(tx) = self.shutdown.take() {
