@@ -33,6 +33,7 @@ pub struct Metrics {
     restored: Family<Labels, Counter>,
     results_resent: Counter,
     operations_failed: Family<Labels, Counter>,
+    bodies_too_large: Family<Labels, Counter>,
     queue_depth: Family<Labels, Gauge>,
     results: Family<Labels, Counter>,
     owned: Family<Labels, Gauge>,
@@ -121,6 +122,12 @@ impl Metrics {
             "Write operations that ended Failed or Canceled, or stayed Updating past the bound, by load balancer and status",
             operations_failed.clone(),
         );
+        let bodies_too_large = Family::<Labels, Counter>::default();
+        registry.register(
+            "bodies_too_large",
+            "Writes refused before sending because even the minimal body exceeds ARM's 4 MB request limit, by load balancer and operation",
+            bodies_too_large.clone(),
+        );
         let drift_repaired = Counter::default();
         registry.register(
             "drift_repaired",
@@ -191,6 +198,7 @@ impl Metrics {
             restored,
             results_resent,
             operations_failed,
+            bodies_too_large,
             queue_depth,
             results,
             owned,
@@ -264,6 +272,12 @@ impl Metrics {
     pub fn operation_failed(&self, lb: &str, status: &str) {
         self.operations_failed
             .get_or_create(&labels(&[("load_balancer", lb), ("status", status)]))
+            .inc();
+    }
+    /// A write whose minimal body exceeds ARM's request limit (`op`: `put_lb` or `put_pool`).
+    pub fn body_too_large(&self, lb: &str, op: &str) {
+        self.bodies_too_large
+            .get_or_create(&labels(&[("load_balancer", lb), ("op", op)]))
             .inc();
     }
     pub fn drift(&self, entries: usize) {

@@ -37,6 +37,17 @@ pub enum ArmError {
         resource: String,
         message: String,
     },
+    /// Refused locally: even without read-only fields the body exceeds ARM's request limit,
+    /// which ARM would answer with 413 `RequestContentTooLarge` (contracts/arm.md section 9).
+    #[error(
+        "{op} {resource}: the request body is {size} bytes even without read-only fields, over ARM's 4 MB request limit ({limit} bytes); not sent (split the load balancer's pools over several load balancers)"
+    )]
+    TooLarge {
+        op: &'static str,
+        resource: String,
+        size: usize,
+        limit: usize,
+    },
     #[error("operation on {resource} ended {status}: {code}: {message}")]
     Operation {
         resource: String,
@@ -59,6 +70,8 @@ impl ArmError {
             } => super::retry::is_retryable(*status, code, details),
             ArmError::Transport { .. } | ArmError::Timeout { .. } | ArmError::Token(_) => true,
             ArmError::Decode { .. } => false,
+            // The same body is as large next time.
+            ArmError::TooLarge { .. } => false,
             // A failed or canceled operation changed nothing and the desired state still
             // stands, so the write is repeated (with backoff).
             ArmError::Operation { .. } => true,
@@ -120,6 +133,7 @@ impl ArmError {
             ArmError::Timeout { .. } => "Timeout",
             ArmError::Token(_) => "Token",
             ArmError::Decode { .. } => "Decode",
+            ArmError::TooLarge { .. } => "RequestContentTooLarge",
         }
     }
 }

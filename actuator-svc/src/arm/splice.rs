@@ -2,17 +2,23 @@
 //! byte ranges of the values to change. Pure.
 //!
 //! One scanning pass ([`super::scan`]) finds, for the entries named in the changes, where
-//! their `adminState` value is (or where to insert one), and where the read-only
-//! `provisioningState`s of the LB and its pools are (dropped, as NRP expects). The body is
-//! then the original bytes cut at those offsets with a few short strings between them: no
-//! tree and no second copy of a 16 MB document, and every other byte (rules, probes,
-//! frontends, key order, whitespace) exactly as ARM sent it.
+//! their `adminState` value is (or where to insert one), and every read-only member NRP
+//! computes and ignores in a PUT ([`read_only`]): dropped, so a body carries what NRP needs
+//! and nothing else (ARM refuses request bodies over 4 MB, contracts/arm.md section 9; NRP's
+//! per-entry `id`/`etag`/`type`/`provisioningState` echoes alone triple a pool's size). The
+//! body is then the original bytes cut at those offsets with a few short strings between
+//! them: no tree and no second copy of a 16 MB document, and every other byte (rules,
+//! probes, frontends, key order, whitespace) exactly as ARM sent it.
 
 use super::doc::{Admin, DocError};
 use super::scan::{self, Frame, Sink, path_is};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
+
+/// ARM's request-body limit: 4 MB (contracts/arm.md section 9), counted as 4 MiB. A larger
+/// body is refused with 413 `RequestContentTooLarge`, so the writer never sends one.
+pub const MAX_REQUEST_BODY: usize = 4 * 1024 * 1024;
 
 /// One part of a spliced body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,25 +97,15 @@ struct Pool {
     name: Option<String>,
     open_at: usize,
     close_at: usize,
-    /// `properties.provisioningState`: key start and value end.
-    provisioning: Option<(usize, usize)>,
     entries: Vec<Entry>,
 }
 
-const LB_PROV: &[Option<&str>] = &[Some("properties"), Some("provisioningState")];
 const POOLS: &[Option<&str>] = &[Some("properties"), Some("backendAddressPools"), None];
 const POOL_NAME: &[Option<&str>] = &[
     Some("properties"),
     Some("backendAddressPools"),
     None,
     Some("name"),
-];
-const POOL_PROV: &[Option<&str>] = &[
-    Some("properties"),
-    Some("backendAddressPools"),
-    None,
-    Some("properties"),
-    Some("provisioningState"),
 ];
 const ENTRIES: &[Option<&str>] = &[
     Some("properties"),
@@ -120,10 +116,112 @@ const ENTRIES: &[Option<&str>] = &[
     None,
 ];
 
+/// Child kinds of an LB whose items NRP stamps with `etag`, `type` and `provisioningState`.
+const CHILD_KINDS: &[&[u8]] = &[
+    b"frontendIPConfigurations",
+    b"backendAddressPools",
+    b"loadBalancingRules",
+    b"probes",
+    b"inboundNatRules",
+    b"inboundNatPools",
+    b"outboundRules",
+];
+
+/// Whether the member of `kind`'s `properties` named `key` is read-only (loadBalancer.json,
+/// 2024-03-01: provisioning states and the back-references NRP derives from the rules, and
+/// a pool's NIC-owned `backendIPConfigurations`).
+fn child_read_only(kind: &[u8], key: &[u8]) -> bool {
+    key == b"provisioningState"
+        || match kind {
+            b"frontendIPConfigurations" => matches!(
+                key,
+                b"loadBalancingRules" | b"outboundRules" | b"inboundNatRules" | b"inboundNatPools"
+            ),
+            b"probes" => key == b"loadBalancingRules",
+            b"inboundNatRules" => key == b"backendIPConfiguration",
+            b"backendAddressPools" => matches!(
+                key,
+                b"loadBalancingRules"
+                    | b"outboundRules"
+                    | b"outboundRule"
+                    | b"inboundNatRules"
+                    | b"backendIPConfigurations"
+            ),
+            _ => false,
+        }
+}
+
+/// Whether the value whose enclosing containers are `path` is a read-only member that NRP
+/// ignores in a PUT (contracts/arm.md 1.2, section 9; the spec marks them `readOnly`): the
+/// LB's `etag`, `type`, `provisioningState` and `resourceGuid`; every child's `etag`, `type`,
+/// `provisioningState` and back-references; every pool entry's `id`, `etag`, `type` (NRP
+/// echoes, not in the spec's entry schema), `provisioningState`,
+/// `networkInterfaceIPConfiguration` and `inboundNatRulesPortMapping`. Names, ids of
+/// children, references and every writable property stay. Called for every value of the
+/// document, so it only compares a few keys.
+fn read_only(path: &[Frame]) -> bool {
+    let key = |i: usize| -> &[u8] {
+        match path.get(i) {
+            Some(f) if f.object => &f.key,
+            _ => b"",
+        }
+    };
+    let is_array = |i: usize| path.get(i).is_some_and(|f| !f.object);
+    match path.len() {
+        1 => matches!(key(0), b"etag" | b"type"),
+        2 => key(0) == b"properties" && matches!(key(1), b"provisioningState" | b"resourceGuid"),
+        4 => {
+            key(0) == b"properties"
+                && is_array(2)
+                && CHILD_KINDS.contains(&key(1))
+                && matches!(key(3), b"etag" | b"type")
+        }
+        5 => {
+            key(0) == b"properties"
+                && is_array(2)
+                && key(3) == b"properties"
+                && CHILD_KINDS.contains(&key(1))
+                && child_read_only(key(1), key(4))
+        }
+        7 | 8 => {
+            key(0) == b"properties"
+                && key(1) == b"backendAddressPools"
+                && is_array(2)
+                && key(3) == b"properties"
+                && key(4) == b"loadBalancerBackendAddresses"
+                && is_array(5)
+                && if path.len() == 7 {
+                    matches!(key(6), b"id" | b"etag" | b"type")
+                } else {
+                    key(6) == b"properties"
+                        && matches!(
+                            key(7),
+                            b"provisioningState"
+                                | b"networkInterfaceIPConfiguration"
+                                | b"inboundNatRulesPortMapping"
+                        )
+                }
+        }
+        _ => false,
+    }
+}
+
+/// A read-only member to drop: the object it is in (its opening bracket), its key's opening
+/// quote and the end of its value.
+#[derive(Debug, Clone, Copy)]
+struct Drop {
+    obj: usize,
+    key_at: usize,
+    end: usize,
+}
+
 /// Collects the pools and the entries whose names appear in the changes.
 struct Finder<'a> {
     names: &'a BTreeSet<&'a str>,
-    lb_provisioning: Option<(usize, usize)>,
+    /// Read-only members, in document order.
+    drops: Vec<Drop>,
+    /// How many members of each object (by opening bracket) are dropped.
+    dropped_in: HashMap<usize, usize>,
     pools: Vec<Pool>,
     pool: Option<Pool>,
     entry: Option<Entry>,
@@ -133,6 +231,25 @@ fn under(path: &[Frame], prefix: &[Option<&str>], last: Option<&str>) -> bool {
     path.len() == prefix.len() + 1
         && path_is(&path[..prefix.len()], prefix)
         && path_is(&path[prefix.len()..], &[last])
+}
+
+impl Finder<'_> {
+    /// Records the value ending at `end` as a member to drop when it is read-only.
+    fn note_read_only(&mut self, path: &[Frame], end: usize) -> bool {
+        let Some(obj) = path.last().filter(|f| f.object) else {
+            return false;
+        };
+        if !read_only(path) {
+            return false;
+        }
+        self.drops.push(Drop {
+            obj: obj.open_at,
+            key_at: obj.key_at,
+            end,
+        });
+        *self.dropped_in.entry(obj.open_at).or_default() += 1;
+        true
+    }
 }
 
 impl Sink for Finder<'_> {
@@ -148,6 +265,7 @@ impl Sink for Finder<'_> {
     }
 
     fn close(&mut self, path: &[Frame], frame: &Frame, at: usize) {
+        self.note_read_only(path, at + 1);
         if path_is(path, POOLS) && frame.object {
             if let Some(mut p) = self.pool.take() {
                 p.close_at = at;
@@ -175,16 +293,12 @@ impl Sink for Finder<'_> {
     }
 
     fn scalar(&mut self, path: &[Frame], start: usize, end: usize, text: Option<&[u8]>) {
-        let key_at = path.last().map(|f| f.key_at).unwrap_or_default();
-        if path_is(path, LB_PROV) {
-            self.lb_provisioning = Some((key_at, end));
-        } else if path_is(path, POOL_NAME) {
+        if self.note_read_only(path, end) {
+            return;
+        }
+        if path_is(path, POOL_NAME) {
             if let Some(p) = self.pool.as_mut() {
                 p.name = text.and_then(scan::unescape);
-            }
-        } else if path_is(path, POOL_PROV) {
-            if let Some(p) = self.pool.as_mut() {
-                p.provisioning = Some((key_at, end));
             }
         } else if under(path, ENTRIES, Some("name")) {
             if let Some(e) = self.entry.as_mut() {
@@ -222,16 +336,18 @@ fn quoted(a: Admin) -> &'static str {
     }
 }
 
-/// The edit that sets `entry`'s admin state to `a`.
-fn set_admin(e: &Entry, a: Admin) -> Edit {
+/// The edit that sets `entry`'s admin state to `a`. `dropped`: how many members of each
+/// object the body drops (an entry's `properties` may have none left).
+fn set_admin(e: &Entry, a: Admin, dropped: &HashMap<usize, usize>) -> Edit {
     if let Some(r) = &e.admin {
         return Edit {
             at: r.clone(),
             text: quoted(a),
         };
     }
-    if let Some((_, close, members)) = e.props {
-        let text = match (members > 0, a.as_arm()) {
+    if let Some((open, close, members)) = e.props {
+        let kept = members - dropped.get(&open).copied().unwrap_or(0).min(members);
+        let text = match (kept > 0, a.as_arm()) {
             (true, "Down") => ",\"adminState\":\"Down\"",
             (true, "Up") => ",\"adminState\":\"Up\"",
             (true, _) => ",\"adminState\":\"None\"",
@@ -269,35 +385,82 @@ fn set_admin(e: &Entry, a: Admin) -> Edit {
     }
 }
 
-/// The edit that removes the member spanning `key_at..value_end`, with one adjacent comma.
-fn drop_member(doc: &[u8], key_at: usize, value_end: usize) -> Edit {
-    let after = doc[value_end..]
+fn next_solid(doc: &[u8], from: usize) -> Option<usize> {
+    doc[from..]
         .iter()
         .position(|b| !b.is_ascii_whitespace())
-        .map(|i| value_end + i);
-    if let Some(comma) = after.filter(|&i| doc[i] == b',') {
-        return Edit {
-            at: key_at..comma + 1,
-            text: "",
+        .map(|i| from + i)
+}
+
+fn prev_solid(doc: &[u8], before: usize) -> Option<usize> {
+    doc[..before].iter().rposition(|b| !b.is_ascii_whitespace())
+}
+
+/// The edits that remove `drops` (one object's, in order) with their commas, so that what
+/// stays is valid JSON: a member followed by a comma goes with that comma; the run of
+/// dropped members that ends the object goes with the comma before it (or, when nothing is
+/// left before it, the object is emptied).
+fn object_drops(doc: &[u8], drops: &[Drop]) -> Vec<Edit> {
+    let mut edits = Vec::with_capacity(drops.len());
+    let Some(last) = drops.last() else {
+        return edits;
+    };
+    let closes = next_solid(doc, last.end).is_some_and(|i| doc[i] == b'}');
+    // The trailing run: dropped members with nothing kept between them and the end.
+    let mut run = drops.len();
+    if closes {
+        run -= 1;
+        while run > 0 {
+            let (a, b) = (drops[run - 1], drops[run]);
+            let comma = next_solid(doc, a.end);
+            let adjacent =
+                comma.is_some_and(|c| doc[c] == b',' && next_solid(doc, c + 1) == Some(b.key_at));
+            if !adjacent {
+                break;
+            }
+            run -= 1;
+        }
+    }
+    for d in &drops[..run] {
+        // A member not at the end is followed by its comma (the scan checked the syntax).
+        if let Some(comma) = next_solid(doc, d.end).filter(|&i| doc[i] == b',') {
+            edits.push(Edit {
+                at: d.key_at..comma + 1,
+                text: "",
+            });
+        }
+    }
+    if closes {
+        let first = drops[run];
+        let start = match prev_solid(doc, first.key_at).filter(|&i| doc[i] == b',') {
+            Some(comma) => comma,
+            None => first.key_at,
         };
-    }
-    let before = doc[..key_at].iter().rposition(|b| !b.is_ascii_whitespace());
-    match before.filter(|&i| doc[i] == b',') {
-        Some(comma) => Edit {
-            at: comma..value_end,
+        edits.push(Edit {
+            at: start..last.end,
             text: "",
-        },
-        None => Edit {
-            at: key_at..value_end,
-            text: "",
-        },
+        });
     }
+    edits
+}
+
+/// The edits that drop every read-only member found.
+fn drop_edits(doc: &[u8], drops: &[Drop]) -> Vec<Edit> {
+    let mut by_obj: BTreeMap<usize, Vec<Drop>> = BTreeMap::new();
+    for d in drops {
+        by_obj.entry(d.obj).or_default().push(*d);
+    }
+    by_obj
+        .values()
+        .flat_map(|ds| object_drops(doc, ds))
+        .collect()
 }
 
 fn scan_doc<'a>(doc: &[u8], names: &'a BTreeSet<&'a str>) -> Result<Finder<'a>, DocError> {
     let mut f = Finder {
         names,
-        lb_provisioning: None,
+        drops: Vec::new(),
+        dropped_in: HashMap::new(),
         pools: Vec::new(),
         pool: None,
         entry: None,
@@ -306,16 +469,17 @@ fn scan_doc<'a>(doc: &[u8], names: &'a BTreeSet<&'a str>) -> Result<Finder<'a>, 
     Ok(f)
 }
 
-/// The edits of one pool: its entries' admin states and its provisioning state dropped.
-fn pool_edits(doc: &[u8], pool: &Pool, changes: &BTreeMap<String, Admin>) -> (Vec<Edit>, usize) {
+/// The edits of one pool's entries' admin states.
+fn pool_edits(
+    pool: &Pool,
+    changes: &BTreeMap<String, Admin>,
+    dropped: &HashMap<usize, usize>,
+) -> (Vec<Edit>, usize) {
     let mut edits = Vec::new();
-    if let Some((k, v)) = pool.provisioning {
-        edits.push(drop_member(doc, k, v));
-    }
     let mut count = 0;
     for e in &pool.entries {
         if let Some(a) = e.name.as_ref().and_then(|n| changes.get(n)) {
-            edits.push(set_admin(e, *a));
+            edits.push(set_admin(e, *a, dropped));
             count += 1;
         }
     }
@@ -346,8 +510,7 @@ fn assemble(original: Bytes, range: Range<usize>, mut edits: Vec<Edit>, count: u
 }
 
 /// The body of a whole-LB PUT: the document as read, with the admin states of `changes`
-/// (pool name -> entry name -> state) set and the read-only provisioning states of the LB
-/// and its pools dropped.
+/// (pool name -> entry name -> state) set and every read-only member dropped.
 pub fn whole_lb(
     lb: &Bytes,
     changes: &BTreeMap<String, BTreeMap<String, Admin>>,
@@ -357,10 +520,7 @@ pub fn whole_lb(
         .flat_map(|m| m.keys().map(String::as_str))
         .collect();
     let f = scan_doc(lb, &names)?;
-    let mut edits = Vec::new();
-    if let Some((k, v)) = f.lb_provisioning {
-        edits.push(drop_member(lb, k, v));
-    }
+    let mut edits = drop_edits(lb, &f.drops);
     let none = BTreeMap::new();
     let mut count = 0;
     for p in &f.pools {
@@ -369,7 +529,7 @@ pub fn whole_lb(
             .as_ref()
             .and_then(|n| changes.get(n))
             .unwrap_or(&none);
-        let (e, n) = pool_edits(lb, p, c);
+        let (e, n) = pool_edits(p, c, &f.dropped_in);
         edits.extend(e);
         count += n;
     }
@@ -388,13 +548,14 @@ pub fn one_pool(
     let Some(p) = f.pools.iter().find(|p| p.name.as_deref() == Some(pool)) else {
         return Ok(None);
     };
-    let (edits, count) = pool_edits(lb, p, changes);
-    Ok(Some(assemble(
-        lb.clone(),
-        p.open_at..p.close_at + 1,
-        edits,
-        count,
-    )))
+    let range = p.open_at..p.close_at + 1;
+    let (mut edits, count) = pool_edits(p, changes, &f.dropped_in);
+    edits.extend(
+        drop_edits(lb, &f.drops)
+            .into_iter()
+            .filter(|e| range.start <= e.at.start && e.at.end <= range.end),
+    );
+    Ok(Some(assemble(lb.clone(), range, edits, count)))
 }
 
 #[cfg(test)]
@@ -492,6 +653,9 @@ mod tests {
             m.push(("id".into(), s(&format!("/x/{name}"))));
             m.push(("etag".into(), s("W/\"1\"")));
         }
+        if rng.gen_bool(0.3) {
+            m.push(("type".into(), s("Microsoft.Network/x")));
+        }
         match rng.gen_range(0..4) {
             0 => {}
             1 => m.push(("properties".into(), J::Lit("null".into()))),
@@ -506,6 +670,17 @@ mod tests {
                 }
                 if rng.gen_bool(0.3) {
                     p.push(("extra".into(), junk(rng, 3)));
+                }
+                if rng.gen_bool(0.3) {
+                    let nic = J::Obj(vec![("id".into(), s("/nic/ipConfigurations/c"))]);
+                    p.push(("networkInterfaceIPConfiguration".into(), nic));
+                }
+                if rng.gen_bool(0.2) {
+                    p.push(("inboundNatRulesPortMapping".into(), junk(rng, 3)));
+                }
+                // Sometimes nothing but read-only members.
+                if rng.gen_bool(0.15) {
+                    p.retain(|(k, _)| k != "ipAddress" && k != "extra" && k != "adminState");
                 }
                 m.push(("properties".into(), shuffled(p, rng)));
             }
@@ -527,7 +702,18 @@ mod tests {
                     ));
                 }
                 props.push(("loadBalancingRules".into(), junk(rng, 1)));
+                if rng.gen_bool(0.3) {
+                    let ids = vec![J::Obj(vec![("id".into(), s("/nic/ipConfigurations/c"))])];
+                    props.push(("backendIPConfigurations".into(), J::Arr(ids)));
+                }
                 let mut m = vec![("properties".to_string(), shuffled(props, rng))];
+                if rng.gen_bool(0.5) {
+                    m.push(("etag".into(), s("W/\"9\"")));
+                    m.push((
+                        "type".into(),
+                        s("Microsoft.Network/loadBalancers/backendAddressPools"),
+                    ));
+                }
                 if rng.gen_bool(0.9) {
                     m.push(("name".into(), s(&format!("p{p}"))));
                 }
@@ -544,15 +730,22 @@ mod tests {
         if rng.gen_bool(0.8) {
             props.push(("provisioningState".into(), s("Succeeded")));
         }
-        shuffled(
-            vec![
-                ("name".to_string(), s("kubernetes")),
-                ("etag".into(), s("W/\"9\"")),
-                ("location".into(), s("eastus")),
-                ("properties".into(), shuffled(props, rng)),
-            ],
-            rng,
-        )
+        if rng.gen_bool(0.5) {
+            props.push((
+                "resourceGuid".into(),
+                s("00000000-0000-0000-0000-000000000000"),
+            ));
+        }
+        let mut top = vec![
+            ("name".to_string(), s("kubernetes")),
+            ("etag".into(), s("W/\"9\"")),
+            ("location".into(), s("eastus")),
+            ("properties".into(), shuffled(props, rng)),
+        ];
+        if rng.gen_bool(0.5) {
+            top.push(("type".into(), s("Microsoft.Network/loadBalancers")));
+        }
+        shuffled(top, rng)
     }
 
     /// What the body must mean: the edits applied to the parsed original.
@@ -561,13 +754,12 @@ mod tests {
         changes: &BTreeMap<String, BTreeMap<String, Admin>>,
     ) -> (Value, usize) {
         let mut v: Value = serde_json::from_slice(original).unwrap();
+        strip_read_only(&mut v);
         let mut count = 0;
         let props = v["properties"].as_object_mut().unwrap();
-        props.remove("provisioningState");
         for pool in props["backendAddressPools"].as_array_mut().unwrap() {
             let name = pool.get("name").and_then(Value::as_str).map(str::to_owned);
             let pp = pool["properties"].as_object_mut().unwrap();
-            pp.remove("provisioningState");
             let Some(c) = name.and_then(|n| changes.get(&n)) else {
                 continue;
             };
@@ -585,6 +777,79 @@ mod tests {
         (v, count)
     }
 
+    /// The read-only members of the spec, removed from a parsed document (a second,
+    /// tree-based statement of what [`read_only`] matches).
+    fn strip_read_only(v: &mut Value) {
+        let Some(top) = v.as_object_mut() else {
+            return;
+        };
+        top.remove("etag");
+        top.remove("type");
+        let Some(Value::Object(props)) = top.get_mut("properties") else {
+            return;
+        };
+        props.remove("provisioningState");
+        props.remove("resourceGuid");
+        let refs: &[(&str, &[&str])] = &[
+            (
+                "frontendIPConfigurations",
+                &[
+                    "loadBalancingRules",
+                    "outboundRules",
+                    "inboundNatRules",
+                    "inboundNatPools",
+                ],
+            ),
+            (
+                "backendAddressPools",
+                &[
+                    "loadBalancingRules",
+                    "outboundRules",
+                    "outboundRule",
+                    "inboundNatRules",
+                    "backendIPConfigurations",
+                ],
+            ),
+            ("loadBalancingRules", &[]),
+            ("probes", &["loadBalancingRules"]),
+            ("inboundNatRules", &["backendIPConfiguration"]),
+            ("inboundNatPools", &[]),
+            ("outboundRules", &[]),
+        ];
+        for (kind, back) in refs {
+            let Some(Value::Array(items)) = props.get_mut(*kind) else {
+                continue;
+            };
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                item.remove("etag");
+                item.remove("type");
+                let Some(Value::Object(p)) = item.get_mut("properties") else {
+                    continue;
+                };
+                p.remove("provisioningState");
+                for r in *back {
+                    p.remove(*r);
+                }
+                if *kind != "backendAddressPools" {
+                    continue;
+                }
+                let Some(Value::Array(entries)) = p.get_mut("loadBalancerBackendAddresses") else {
+                    continue;
+                };
+                for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                    e.remove("id");
+                    e.remove("etag");
+                    e.remove("type");
+                    if let Some(Value::Object(ep)) = e.get_mut("properties") {
+                        ep.remove("provisioningState");
+                        ep.remove("networkInterfaceIPConfiguration");
+                        ep.remove("inboundNatRulesPortMapping");
+                    }
+                }
+            }
+        }
+    }
+
     fn raw_members(doc: &[u8]) -> BTreeMap<String, String> {
         let top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(doc).unwrap();
         let props: BTreeMap<String, Box<RawValue>> =
@@ -592,7 +857,12 @@ mod tests {
         top.iter()
             .filter(|(k, _)| *k != "properties")
             .chain(props.iter())
-            .filter(|(k, _)| *k != "backendAddressPools" && *k != "provisioningState")
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "backendAddressPools" | "provisioningState" | "resourceGuid" | "etag" | "type"
+                )
+            })
             .map(|(k, v)| (k.clone(), v.get().to_string()))
             .collect()
     }
@@ -664,7 +934,8 @@ mod tests {
         )]);
         let spliced = whole_lb(&Bytes::from(text), &changes).unwrap();
         assert_eq!(spliced.count, 4);
-        let want = r#"{ "etag" : "W/\"1\"",
+        // The read-only etag and provisioning states go; everything else is as it was.
+        let want = r#"{ 
   "properties": { "probes": [ {"name":"p"} ],
    "backendAddressPools": [{"name":"k","properties":{"loadBalancerBackendAddresses":[
      {"name":"a","properties":{"ipAddress":"10.0.0.1","adminState":"Down"}},
@@ -698,5 +969,77 @@ mod tests {
             whole_lb(&other, &BTreeMap::new()).unwrap().to_vec(),
             &other[..]
         );
+    }
+}
+
+/// Body sizes at AKS's cluster sizes: the documents arm-sim renders for the aks-fixture
+/// presets (dual-stack; `aks` NIC-based, `aks-ip` IP-based), as read and as sent.
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    const LIMIT: usize = MAX_REQUEST_BODY;
+
+    fn lb_doc(preset: &str, nodes: usize) -> Bytes {
+        let store = arm_sim::seed::Seed::preset(preset, Some(nodes))
+            .unwrap()
+            .build()
+            .unwrap();
+        let key = store.find_lb("kubernetes").unwrap();
+        let lb = store.lb(&key.sub, &key.rg, &key.lb).unwrap();
+        Bytes::from(serde_json::to_vec(&lb.render(&key.sub, &key.rg)).unwrap())
+    }
+
+    /// One node Down in every pool (a cut): the first entry of each.
+    fn one_node_down(doc: &[u8]) -> BTreeMap<String, BTreeMap<String, Admin>> {
+        let v: serde_json::Value = serde_json::from_slice(doc).unwrap();
+        let mut changes = BTreeMap::new();
+        for pool in v["properties"]["backendAddressPools"].as_array().unwrap() {
+            let entry = &pool["properties"]["loadBalancerBackendAddresses"][0]["name"];
+            if let (Some(p), Some(e)) = (pool["name"].as_str(), entry.as_str()) {
+                changes.insert(p.to_owned(), BTreeMap::from([(e.to_owned(), Admin::Down)]));
+            }
+        }
+        changes
+    }
+
+    #[test]
+    fn bodies_at_5000_nodes_dual_stack_stay_well_under_4_mb() {
+        for nodes in [240, 2000, 5000] {
+            for preset in ["aks", "aks-ip"] {
+                let doc = lb_doc(preset, nodes);
+                let changes = one_node_down(&doc);
+                let whole = whole_lb(&doc, &changes).unwrap();
+                assert_eq!(whole.count, changes.len());
+                let body = whole.to_vec();
+                // Still the LB, with the change.
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(
+                    v["properties"]["backendAddressPools"]
+                        .as_array()
+                        .map(Vec::len),
+                    Some(changes.len())
+                );
+                let mut largest_pool = 0;
+                for (pool, c) in &changes {
+                    let one = one_pool(&doc, pool, c).unwrap().unwrap();
+                    largest_pool = largest_pool.max(one.len());
+                }
+                println!(
+                    "{preset:>6} {nodes:>5} nodes: LB as read {:>9} B, whole-LB PUT body {:>9} B ({:.1} %), largest pool PUT body {:>9} B",
+                    doc.len(),
+                    whole.len(),
+                    100.0 * whole.len() as f64 / doc.len() as f64,
+                    largest_pool
+                );
+                // "Well under": at most 3/4 of the limit, at the largest size AKS supports.
+                assert!(
+                    whole.len() <= LIMIT * 3 / 4,
+                    "{preset} at {nodes} nodes: {} B",
+                    whole.len()
+                );
+                assert!(largest_pool <= whole.len());
+            }
+        }
     }
 }

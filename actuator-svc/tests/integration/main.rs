@@ -17,4 +17,5 @@ mod rpc;
 mod security;
 mod stream;
 mod tools;
+mod write_size;
 mod writer_model;

@@ -29,6 +29,12 @@ impl ArmError {
         }
     }
 
+    /// NRP errors carry `"details": []` even when empty (contracts/arm.md section 4).
+    fn with_empty_details(mut self) -> Self {
+        self.details = Some(Vec::new());
+        self
+    }
+
     /// The JSON body `{"error": {...}}`.
     pub fn body(&self) -> Value {
         let mut error = json!({"code": self.code, "message": self.message});
@@ -271,6 +277,30 @@ impl ArmError {
                 .collect(),
         );
         e
+    }
+
+    /// A request body over ARM's 4 MB limit (contracts/arm.md section 9: "ARM accepts request
+    /// bodies up to 4 MB" [BX], whose draft answered 413; the code and message are ARM's
+    /// `RequestContentTooLarge` [TPL]).
+    pub fn request_too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestContentTooLarge",
+            "The request content size exceeds the maximum size of 4 MB.",
+        )
+    }
+
+    /// Pessimistic NRP: a pool PUT that carries NIC-based members (contracts/arm.md section 9,
+    /// [TF10496], [AVM]: refused even when unchanged).
+    pub fn nic_pool_put_refused(pool_id: &str) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "ModificationOfNICIpConfigBackendPoolNotSupported",
+            format!(
+                "Backend address pool {pool_id} has members that are specified with a network interface IP configuration. Adding, modifying or deleting such members through the backend address pool is not supported; update the network interface IP configuration instead."
+            ),
+        )
+        .with_empty_details()
     }
 
     pub fn location_required() -> Self {

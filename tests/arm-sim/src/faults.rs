@@ -62,6 +62,12 @@ pub struct Tuning {
     /// (see [`crate::structure`]). Off by default: ARM itself applies such a PUT (replace
     /// semantics); the change is then only recorded in the structure log.
     pub strict_lb_structure: bool,
+    /// Pessimistic NRP (contracts/arm.md section 9): refuse (400
+    /// `ModificationOfNICIpConfigBackendPoolNotSupported`) a backend-pool PUT whose body carries
+    /// entries of NIC-based members, even unchanged ones, as NRP did for Terraform and
+    /// Microsoft's Bicep module. The whole-LB PUT still sets their admin state. Off by default:
+    /// whether NRP refuses an admin-state-only change is not recorded anywhere.
+    pub refuse_nic_pool_puts: bool,
 }
 
 impl Default for Tuning {
@@ -75,6 +81,7 @@ impl Default for Tuning {
             page_size: 100,
             token_lifetime_secs: 3599,
             strict_lb_structure: false,
+            refuse_nic_pool_puts: false,
         }
     }
 }

@@ -163,6 +163,11 @@ impl ArmSimOptions {
 /// The request log keeps at most this many records (oldest dropped first).
 pub const REQUEST_LOG_CAP: usize = 100_000;
 
+/// The largest ARM request body accepted: 4 MB (contracts/arm.md section 9, "ARM accepts
+/// request bodies up to 4 MB"), counted as 4 MiB. A larger body gets 413
+/// `RequestContentTooLarge` before any handler sees it, so the sandbox refuses what ARM would.
+pub const MAX_REQUEST_BODY: usize = 4 * 1024 * 1024;
+
 /// One request as the simulator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
@@ -387,6 +392,11 @@ impl ArmSim {
         self.shared.state.lock().tuning.strict_lb_structure = strict;
     }
 
+    /// Turns the pessimistic NIC-pool mode on or off (see [`Tuning::refuse_nic_pool_puts`]).
+    pub fn set_refuse_nic_pool_puts(&self, refuse: bool) {
+        self.shared.state.lock().tuning.refuse_nic_pool_puts = refuse;
+    }
+
     /// The fingerprint of a load balancer's non-pool structure (frontends, rules, probes, NAT
     /// and outbound rules, SKU, pool names; not pool members), looked up by name.
     pub fn lb_fingerprint(&self, lb: &str) -> Option<String> {
@@ -449,6 +459,29 @@ impl ArmSim {
             value,
             jiff::Timestamp::now(),
         )
+    }
+
+    /// Another writer sets a writable pool property (as its pool PUT would, effective at once,
+    /// new LB etag). Tests use it to make a load balancer as large as they need.
+    pub fn outside_pool_property(
+        &self,
+        lb: &str,
+        pool: &str,
+        key: &str,
+        value: Value,
+    ) -> Result<(), errors::ArmError> {
+        let mut st = self.shared.state.lock();
+        let found = st
+            .store
+            .find_lb(lb)
+            .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
+        let l = st.store.lb_mut(&found.sub, &found.rg, &found.lb)?;
+        let p = l
+            .pool_mut(pool)
+            .ok_or_else(|| errors::ArmError::child_not_found(pool))?;
+        p.props.insert(key.to_owned(), value);
+        l.etag = model::new_etag();
+        Ok(())
     }
 
     /// Stops accepting and waits for the accept loop to end.

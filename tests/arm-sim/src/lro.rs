@@ -255,7 +255,8 @@ impl Operations {
     }
 
     /// Completes a running operation: Succeeded applies every pending admin state of the LB and
-    /// logs it; Failed marks the LB and pools `Failed`. Returns false if it was not running.
+    /// logs it; Failed marks the LB and pools `Failed`. Either way the LB gets a new etag.
+    /// Returns false if it was not running.
     pub fn complete(&mut self, op_id: &str, store: &mut Store, now: jiff::Timestamp) -> bool {
         let Some(op) = self.ops.get_mut(op_id) else {
             return false;
@@ -281,6 +282,11 @@ impl Operations {
         }
         let state = if fail { "Failed" } else { "Succeeded" };
         lb.provisioning_state = state.into();
+        // The etag changes again when the operation ends: in recorded Standard-LB traffic the
+        // PUT's answer carried one new etag and the read after `Succeeded` another
+        // (contracts/arm.md section 9, [CLI-REC]). A client whose next `If-Match` comes from
+        // the PUT's answer gets 412, as on ARM.
+        lb.etag = new_etag();
         for pool in lb.pools.iter_mut() {
             pool.provisioning_state = state.into();
             if fail {

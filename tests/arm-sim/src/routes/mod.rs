@@ -107,7 +107,12 @@ pub(crate) async fn handle(
         return Ok(control::handle(&shared, &parts, &body));
     }
     let outcome = if path.to_ascii_lowercase().starts_with("/subscriptions/") {
-        arm::handle(&shared, &parts, &body).await
+        if body.len() > crate::MAX_REQUEST_BODY {
+            // ARM refuses it before the resource provider (or auth) sees it.
+            Outcome::plain(arm_error(&crate::errors::ArmError::request_too_large()))
+        } else {
+            arm::handle(&shared, &parts, &body).await
+        }
     } else {
         aad::handle(&shared, &parts, &body).await
     };

@@ -71,6 +71,14 @@ fn schedule(shared: &Arc<Shared>, op_id: String, delay_ms: u64) {
     });
 }
 
+/// Whether a pool PUT body lists any backend address (of a NIC-based pool, every listed entry is
+/// a NIC-based member: IP addresses cannot be added to it).
+fn carries_entries(doc: &Value) -> bool {
+    doc.pointer("/properties/loadBalancerBackendAddresses")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
 pub(super) fn put_pool(
     shared: &Arc<Shared>,
     parts: &Parts,
@@ -94,6 +102,12 @@ pub(super) fn put_pool(
     let l = st.store.lb_mut(sub, rg, lb)?;
     Operations::check_if_match(l, &scope.lb_id(), if_match(parts).as_deref())?;
     let existing = l.pool(pool).cloned();
+    if st.tuning.refuse_nic_pool_puts
+        && existing.as_ref().is_some_and(|p| p.nic_based)
+        && carries_entries(&doc)
+    {
+        return Err(ArmError::nic_pool_put_refused(&scope.pool_id(pool)));
+    }
     let mut new_pool = pool_from_body(
         existing.as_ref().map(|p| p.name.as_str()).unwrap_or(pool),
         &doc,
