@@ -314,9 +314,19 @@ async fn a_reconnect_keeps_the_lbs_owned_and_writes_what_arrives_meanwhile() {
     let store = a.running.store.clone();
     let (tx, rx) = open_stream(&mut a, 7).await;
     tx.send(assignment(7, 1, &LBS, 2000)).await.unwrap();
+    // Taken in the store and published on the gauge (a task of its own, a moment later).
+    let admin = a.running.admin_addr;
     wait_until("the grant taken", || {
         let store = store.clone();
-        async move { store.owned().len() == 2 }
+        async move {
+            let (_, body) = http_get(admin, "/metrics").await;
+            store.owned().len() == 2
+                && LBS.iter().all(|lb| {
+                    body.contains(&format!(
+                        "cutover_actuator_load_balancer_owned{{load_balancer=\"{lb}\"}} 1"
+                    ))
+                })
+        }
     })
     .await;
 
