@@ -12,12 +12,16 @@
 //! scale-set prefix (interned), and lookups go through hash maps by VM, NIC, IP and name, so
 //! resolving a node costs a few map probes, not a scan of every entry.
 //!
-//! Pools referenced only by outbound rules (AKS's `aksOutboundBackendPool`) are skipped: admin
-//! state only acts through load-balancing rules with a health probe, so writing it there would
-//! cost an ARM operation and change nothing. Pools whose rules have no probe are indexed but
-//! flagged, so answers can say that `Down` has no effect there.
+//! Pools that are not node pools, or where admin state cannot act, are never indexed, so no
+//! write can touch them ([`NotWritten`]): pools only outbound rules use (AKS's
+//! `aksOutboundBackendPool`) or only inbound NAT rules use (admin state acts through
+//! load-balancing rules only, so a write would cost an ARM operation and change nothing), and
+//! every pool of a load balancer whose SKU is not Standard (Basic has no admin state; a
+//! ServiceGateway LB, SKU `Service`, holds pod IPs, not nodes). They are listed in
+//! [`LbIndex::skipped`] so they can be reported. Pools whose rules have no probe are indexed
+//! but flagged, so answers can say that `Down` has no effect there.
 
-use crate::arm::doc::{self, PoolUse, Provisioning};
+use crate::arm::doc::{self, PoolUse, Provisioning, SkuClass};
 use crate::arm::ids::{self, IpConfigOwner, VmRef};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -142,6 +146,66 @@ struct Entry {
     admin: Admin,
 }
 
+/// Why a pool is never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NotWritten {
+    /// Only outbound rules use it.
+    OutboundOnly,
+    /// Only inbound NAT rules use it.
+    NatOnly,
+    /// Its LB is in cloud-provider-azure's ServiceGateway mode (SKU `Service`): pod IPs.
+    ServiceGateway,
+    /// Its LB's SKU has no admin state (Basic) or is not a node load balancer (Gateway).
+    Sku,
+}
+
+impl NotWritten {
+    /// Low-cardinality metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            NotWritten::OutboundOnly => "outbound_only",
+            NotWritten::NatOnly => "nat_only",
+            NotWritten::ServiceGateway => "service_gateway",
+            NotWritten::Sku => "sku",
+        }
+    }
+
+    /// What to tell a user.
+    pub fn reason(self) -> &'static str {
+        match self {
+            NotWritten::OutboundOnly => "only outbound rules use it",
+            NotWritten::NatOnly => {
+                "only inbound NAT rules use it (admin state does not act on NAT rules)"
+            }
+            NotWritten::ServiceGateway => {
+                "its load balancer is in ServiceGateway mode (SKU Service): pod IPs, not nodes"
+            }
+            NotWritten::Sku => "its load balancer's SKU has no backend admin state (not Standard)",
+        }
+    }
+
+    /// Whether a user should hear of it (an outbound-only pool is every AKS cluster's normal).
+    pub fn notable(self) -> bool {
+        self != NotWritten::OutboundOnly
+    }
+}
+
+/// A pool of the document that the index left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SkippedPool {
+    pub name: Arc<str>,
+    pub why: NotWritten,
+    pub entries: usize,
+}
+
+/// Entries of a load balancer's indexed pools that no known node claims.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unmatched {
+    pub count: usize,
+    /// A few of their names (`pool/entry`), for the log.
+    pub sample: Vec<String>,
+}
+
 #[derive(Debug)]
 struct PoolMeta {
     name: Arc<str>,
@@ -157,6 +221,8 @@ pub struct LbIndex {
     pub etag: Option<String>,
     pub provisioning: Provisioning,
     pools: Vec<PoolMeta>,
+    /// Pools of the document left out (never written).
+    skipped: Vec<SkippedPool>,
     entries: Vec<Entry>,
     /// Scale set -> instance -> entries (nested so a lookup borrows the query's strings).
     by_vmss: HashMap<Arc<str>, HashMap<Box<str>, Vec<u32>>>,
@@ -264,8 +330,8 @@ impl Builder {
         }
     }
 
-    /// The index, once the document's pools are known: entries of pools only outbound rules
-    /// use are dropped, the others numbered and put in the lookup maps.
+    /// The index, once the document's pools are known: entries of pools that are never
+    /// written are dropped ([`NotWritten`]), the others numbered and put in the lookup maps.
     fn finish(self, name: &str, id: &str, head: doc::DocHead) -> LbIndex {
         let mut idx = LbIndex {
             name: name.into(),
@@ -274,12 +340,33 @@ impl Builder {
             provisioning: head.provisioning,
             ..Default::default()
         };
+        let mut per_pool = vec![0usize; head.pools.len()];
+        for e in &self.entries {
+            if let Some(n) = per_pool.get_mut(usize::from(e.pool)) {
+                *n += 1;
+            }
+        }
+        let sku = SkuClass::of(head.sku.as_deref());
         // Document pool number -> index pool number.
         let mut kept: Vec<Option<u16>> = Vec::with_capacity(head.pools.len());
-        for pool in head.pools {
-            let no = u16::try_from(idx.pools.len())
-                .ok()
-                .filter(|_| pool.usage != PoolUse::OutboundOnly);
+        for (pool, entries) in head.pools.into_iter().zip(per_pool) {
+            let why = match (sku, pool.usage) {
+                (SkuClass::Service, _) => Some(NotWritten::ServiceGateway),
+                (SkuClass::Basic | SkuClass::Other, _) => Some(NotWritten::Sku),
+                (SkuClass::Standard, PoolUse::OutboundOnly) => Some(NotWritten::OutboundOnly),
+                (SkuClass::Standard, PoolUse::NatOnly) => Some(NotWritten::NatOnly),
+                (SkuClass::Standard, _) => None,
+            };
+            if let Some(why) = why {
+                idx.skipped.push(SkippedPool {
+                    name: pool.name.into(),
+                    why,
+                    entries,
+                });
+                kept.push(None);
+                continue;
+            }
+            let no = u16::try_from(idx.pools.len()).ok();
             if no.is_some() {
                 idx.pools.push(PoolMeta {
                     name: pool.name.into(),
@@ -364,6 +451,62 @@ impl LbIndex {
             .count()
     }
 
+    /// The document's pools that are never written, and why.
+    pub fn skipped(&self) -> &[SkippedPool] {
+        &self.skipped
+    }
+
+    /// One note per reason for the notable pools of this LB that are never written.
+    fn skipped_notes(&self, notes: &mut Vec<String>) {
+        let mut by_why: BTreeMap<NotWritten, Vec<&str>> = BTreeMap::new();
+        for p in self.skipped.iter().filter(|p| p.why.notable()) {
+            by_why.entry(p.why).or_default().push(&p.name);
+        }
+        for (why, pools) in by_why {
+            let more = pools.len().saturating_sub(3);
+            let mut names = pools.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+            if more > 0 {
+                names.push_str(&format!(" and {more} more"));
+            }
+            notes.push(format!(
+                "load balancer {}: pool(s) {names} never written: {}",
+                self.name,
+                why.reason()
+            ));
+        }
+    }
+
+    /// The indexed entries that none of `nodes` claims: VMs that are not cluster nodes, pod
+    /// IPs, leftovers. They are never written (only a node's entries are); this says how many.
+    pub fn unmatched<'n>(
+        &self,
+        nodes: impl IntoIterator<Item = &'n NodeSpec>,
+        nics: &NicMap,
+    ) -> Unmatched {
+        let mut claimed = vec![false; self.entries.len()];
+        let mut found = Vec::new();
+        let mut ignored = Vec::new();
+        for node in nodes {
+            found.clear();
+            self.candidates(&Query::of(node, &mut ignored), nics, &mut found);
+            ignored.clear();
+            for &no in &found {
+                if let Some(c) = claimed.get_mut(no as usize) {
+                    *c = true;
+                }
+            }
+        }
+        let mut out = Unmatched::default();
+        for (e, _) in self.entries.iter().zip(&claimed).filter(|(_, c)| !**c) {
+            out.count += 1;
+            if out.sample.len() < 5 {
+                let pool = self.pools.get(usize::from(e.pool)).map_or("", |p| &p.name);
+                out.sample.push(format!("{pool}/{}", e.name));
+            }
+        }
+        out
+    }
+
     fn materialize(&self, no: u32) -> Option<IndexedEntry> {
         let e = self.entries.get(no as usize)?;
         let pool = self.pools.get(usize::from(e.pool))?;
@@ -426,6 +569,43 @@ struct Query<'a> {
     name_lower: String,
 }
 
+impl<'a> Query<'a> {
+    /// How `node` is looked up; what is odd about it goes to `notes`.
+    fn of(node: &'a NodeSpec, notes: &mut Vec<String>) -> Self {
+        let mut vm = if node.provider_id.is_empty() {
+            None
+        } else {
+            let parsed = ids::parse_provider_id(&node.provider_id);
+            if parsed.is_none() {
+                notes.push(format!(
+                    "providerID {:?} is not an Azure VM ID",
+                    node.provider_id
+                ));
+            }
+            parsed
+        };
+        let by_name = vm.is_none() && node.internal_ips.is_empty();
+        if vm.is_none()
+            && let Some((scale_set, instance)) = ids::scale_set_vm_from_node_name(&node.name)
+        {
+            vm = Some(VmRef::ScaleSetVm {
+                resource_group: String::new(),
+                scale_set,
+                instance,
+            });
+        }
+        if by_name {
+            notes.push("resolved by name only (no providerID, no internal IPs)".into());
+        }
+        Query {
+            vm,
+            ips: &node.internal_ips,
+            by_name,
+            name_lower: node.name.to_ascii_lowercase(),
+        }
+    }
+}
+
 /// Every managed LB's index plus the NIC map: cheap to clone, never rebuilt per question.
 #[derive(Debug, Clone, Default)]
 pub struct PoolIndex {
@@ -452,6 +632,19 @@ impl PoolIndex {
             lbs,
             nics: self.nics.clone(),
         }
+    }
+
+    /// Entries of `lb` that none of `nodes` claims (see [`LbIndex::unmatched`]).
+    pub fn unmatched<'n>(
+        &self,
+        lb: &str,
+        nodes: impl IntoIterator<Item = &'n NodeSpec>,
+    ) -> Unmatched {
+        self.lbs
+            .iter()
+            .find(|l| l.name.eq_ignore_ascii_case(lb))
+            .map(|l| l.unmatched(nodes, &self.nics))
+            .unwrap_or_default()
     }
 
     /// Indexes the pools of `lbs` given as JSON.
@@ -531,37 +724,7 @@ impl PoolIndex {
     /// The entries of `node`, on the load balancer `lb` only when given.
     pub fn resolve(&self, node: &NodeSpec, lb: Option<&str>) -> Resolved {
         let mut notes = Vec::new();
-        let mut vm = if node.provider_id.is_empty() {
-            None
-        } else {
-            let parsed = ids::parse_provider_id(&node.provider_id);
-            if parsed.is_none() {
-                notes.push(format!(
-                    "providerID {:?} is not an Azure VM ID",
-                    node.provider_id
-                ));
-            }
-            parsed
-        };
-        let by_name = vm.is_none() && node.internal_ips.is_empty();
-        if vm.is_none()
-            && let Some((scale_set, instance)) = ids::scale_set_vm_from_node_name(&node.name)
-        {
-            vm = Some(VmRef::ScaleSetVm {
-                resource_group: String::new(),
-                scale_set,
-                instance,
-            });
-        }
-        if by_name {
-            notes.push("resolved by name only (no providerID, no internal IPs)".into());
-        }
-        let q = Query {
-            vm,
-            ips: &node.internal_ips,
-            by_name,
-            name_lower: node.name.to_ascii_lowercase(),
-        };
+        let q = Query::of(node, &mut notes);
         let mut entries = Vec::new();
         let mut found = Vec::new();
         for idx in self
@@ -588,6 +751,13 @@ impl PoolIndex {
             notes.push(format!(
                 "pool {p}: no load-balancing rule with a health probe uses it, so admin state has no effect on its traffic"
             ));
+        }
+        for idx in self
+            .lbs
+            .iter()
+            .filter(|l| lb.is_none_or(|want| l.name.eq_ignore_ascii_case(want)))
+        {
+            idx.skipped_notes(&mut notes);
         }
         Resolved { entries, notes }
     }

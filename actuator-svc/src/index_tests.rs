@@ -326,3 +326,153 @@ fn resolving_shares_the_index_strings_instead_of_copying_them() {
         assert!(Arc::ptr_eq(xp, yp) && Arc::ptr_eq(xr, yr));
     }
 }
+
+/// An LB document with `sku`, one pool per `(name, properties)` and the given entries in each.
+fn mk_lb_doc(sku: Option<&str>, pools: &[(&str, Value)], entries: &[Value]) -> Vec<u8> {
+    let pools: Vec<Value> = pools
+        .iter()
+        .map(|(name, props)| {
+            let mut props = props.clone();
+            props["loadBalancerBackendAddresses"] = json!(entries);
+            json!({"name": name, "id": format!("/lb/backendAddressPools/{name}"), "properties": props})
+        })
+        .collect();
+    let mut doc =
+        json!({"name": "lb", "etag": "W/\"1\"", "properties": {"backendAddressPools": pools}});
+    if let Some(sku) = sku {
+        doc["sku"] = json!({"name": sku, "tier": "Regional"});
+    }
+    serde_json::to_vec(&doc).unwrap()
+}
+
+fn ip_entry(name: &str, ip: &str) -> Value {
+    json!({"name": name, "properties": {"ipAddress": ip, "adminState": "Down"}})
+}
+
+fn ip_node(name: &str, ip: &str) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        provider_id: String::new(),
+        internal_ips: vec![ip.parse().unwrap()],
+    }
+}
+
+fn skipped_of(idx: &LbIndex) -> Vec<(String, NotWritten, usize)> {
+    idx.skipped()
+        .iter()
+        .map(|p| (p.name.to_string(), p.why, p.entries))
+        .collect()
+}
+
+#[test]
+fn pools_of_lbs_without_node_admin_state_are_never_indexed_and_say_why() {
+    let rules = json!({"loadBalancingRules": [{"id": "r"}]});
+    let entries = [ip_entry("n1", "10.0.0.1"), ip_entry("pod", "10.244.0.9")];
+    let node = ip_node("n1", "10.0.0.1");
+    // ServiceGateway (SKU Service), Basic and Gateway: nothing of the LB can be written.
+    for (sku, why) in [
+        ("Service", NotWritten::ServiceGateway),
+        ("service", NotWritten::ServiceGateway),
+        ("Basic", NotWritten::Sku),
+        ("Gateway", NotWritten::Sku),
+    ] {
+        let body = mk_lb_doc(Some(sku), &[("p", rules.clone())], &entries);
+        let idx = LbIndex::read("lb", "/lb", &body).unwrap();
+        assert_eq!(idx.len(), 0, "{sku}: no entry may be writable");
+        assert_eq!(skipped_of(&idx), vec![("p".into(), why, 2)], "{sku}");
+        let r = PoolIndex::new(vec![Arc::new(idx)], Arc::default()).resolve(&node, None);
+        assert!(r.entries.is_empty(), "{sku}");
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("load balancer lb") && n.contains(why.reason())),
+            "{sku}: {:?}",
+            r.notes
+        );
+    }
+    // Standard, or no SKU at all (cloud-provider-azure's default), is written.
+    for sku in [Some("Standard"), None] {
+        let body = mk_lb_doc(sku, &[("p", rules.clone())], &entries);
+        let idx = LbIndex::read("lb", "/lb", &body).unwrap();
+        assert_eq!(idx.len(), 2, "{sku:?}");
+        assert!(idx.skipped().is_empty(), "{sku:?}");
+    }
+}
+
+#[test]
+fn nat_only_and_outbound_only_pools_are_skipped_but_only_nat_is_worth_a_note() {
+    let pools = [
+        (
+            "lbpool",
+            json!({"loadBalancingRules": [{"id": "r"}], "inboundNatRules": [{"id": "n"}]}),
+        ),
+        ("natpool", json!({"inboundNatRules": [{"id": "n"}]})),
+        ("outpool", json!({"outboundRules": [{"id": "o"}]})),
+        ("unused", json!({})),
+    ];
+    let body = mk_lb_doc(Some("Standard"), &pools, &[ip_entry("n1", "10.0.0.1")]);
+    let idx = LbIndex::read("lb", "/lb", &body).unwrap();
+    assert_eq!(
+        skipped_of(&idx),
+        vec![
+            ("natpool".into(), NotWritten::NatOnly, 1),
+            ("outpool".into(), NotWritten::OutboundOnly, 1),
+        ]
+    );
+    let r = PoolIndex::new(vec![Arc::new(idx)], Arc::default())
+        .resolve(&ip_node("n1", "10.0.0.1"), None);
+    // A pool that load-balancing rules use is written even when NAT rules use it too; an
+    // unused pool is kept for when a rule arrives.
+    assert_eq!(
+        pools_of(&r),
+        vec![
+            ("lb".into(), "lbpool".into()),
+            ("lb".into(), "unused".into())
+        ]
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("natpool")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        !r.notes.iter().any(|n| n.contains("outpool")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn entries_no_known_node_claims_are_counted_per_lb() {
+    let rules = json!({"loadBalancingRules": [{"id": "r"}]});
+    let entries = [
+        ip_entry("n1", "10.0.0.1"),
+        ip_entry("n2", "10.0.0.2"),
+        ip_entry("pod-a", "10.244.0.9"),
+        ip_entry("vm-outside", "10.0.9.9"),
+    ];
+    let body = mk_lb_doc(None, &[("p", rules)], &entries);
+    let idx = PoolIndex::new(
+        vec![Arc::new(LbIndex::read("lb", "/lb", &body).unwrap())],
+        Arc::default(),
+    );
+    let nodes = [ip_node("n1", "10.0.0.1"), ip_node("n2", "10.0.0.2")];
+    let u = idx.unmatched("lb", nodes.iter());
+    assert_eq!(u.count, 2);
+    assert_eq!(u.sample, vec!["p/pod-a".to_string(), "p/vm-outside".into()]);
+    // One node fewer known: its entry is unclaimed too.
+    assert_eq!(idx.unmatched("lb", nodes[..1].iter()).count, 3);
+    // A fixture cluster: every entry belongs to a node.
+    let c = aks_fixture::preset("aks").unwrap();
+    let idx = PoolIndex::build(&mk_lbs(&c), NicMap::new());
+    let specs: Vec<NodeSpec> = c.nodes.iter().map(spec_of).collect();
+    for lb in &c.load_balancers {
+        assert_eq!(
+            idx.unmatched(&lb.name, specs.iter()).count,
+            0,
+            "{}",
+            lb.name
+        );
+    }
+}

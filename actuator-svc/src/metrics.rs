@@ -40,6 +40,8 @@ pub struct Metrics {
     completion_poll: Gauge<f64, AtomicU64>,
     completion_lag: Histogram,
     unprobed_entries: Family<Labels, Gauge>,
+    pool_not_written: Family<Labels, Gauge>,
+    unmatched_entries: Family<Labels, Gauge>,
     guard_refused: Family<Labels, Gauge>,
     tool_limited: Family<Labels, Counter>,
     unknown_answers: Family<Labels, Counter>,
@@ -160,6 +162,18 @@ impl Metrics {
             "Time from a PUT being accepted to the load balancer reading Succeeded again",
             completion_lag.clone(),
         );
+        let pool_not_written = Family::<Labels, Gauge>::default();
+        registry.register(
+            "pool_not_written_entries",
+            "Backend entries of pools cutover never writes (not node pools, or admin state cannot act there), by load balancer, pool and reason",
+            pool_not_written.clone(),
+        );
+        let unmatched_entries = Family::<Labels, Gauge>::default();
+        registry.register(
+            "unmatched_entries",
+            "Backend entries of written pools that match no known node (VMs outside the cluster, pod IPs, leftovers): never written, by load balancer",
+            unmatched_entries.clone(),
+        );
         let unprobed_entries = Family::<Labels, Gauge>::default();
         registry.register(
             "unprobed_entries",
@@ -205,6 +219,8 @@ impl Metrics {
             completion_poll,
             completion_lag,
             unprobed_entries,
+            pool_not_written,
+            unmatched_entries,
             guard_refused,
             tool_limited,
             unknown_answers,
@@ -308,6 +324,34 @@ impl Metrics {
     }
     pub fn unprobed(&self, lb: &str, entries: usize) {
         self.unprobed_entries
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .set(entries as i64);
+    }
+    /// Sets the pools of `lb` never written to `now`, dropping those of `before` that left.
+    pub fn pools_not_written(
+        &self,
+        lb: &str,
+        before: &[crate::index::SkippedPool],
+        now: &[crate::index::SkippedPool],
+    ) {
+        let key = |p: &crate::index::SkippedPool| {
+            labels(&[
+                ("load_balancer", lb),
+                ("pool", &p.name),
+                ("reason", p.why.label()),
+            ])
+        };
+        for p in before.iter().filter(|p| !now.contains(p)) {
+            self.pool_not_written.remove(&key(p));
+        }
+        for p in now {
+            self.pool_not_written
+                .get_or_create(&key(p))
+                .set(p.entries as i64);
+        }
+    }
+    pub fn unmatched(&self, lb: &str, entries: usize) {
+        self.unmatched_entries
             .get_or_create(&labels(&[("load_balancer", lb)]))
             .set(entries as i64);
     }

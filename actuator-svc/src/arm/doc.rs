@@ -57,8 +57,36 @@ pub enum PoolUse {
     Unprobed,
     /// Only outbound rules use it (AKS's `aksOutboundBackendPool`): never written.
     OutboundOnly,
+    /// Only inbound NAT rules use it: admin state does not act on NAT rules, so never written.
+    NatOnly,
     /// Nothing references it (yet); admin state is kept for when a rule does.
     Unused,
+}
+
+/// What a load balancer's SKU (`sku.name`, compared case-insensitively) means for cutover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkuClass {
+    /// Standard (or no SKU given: cloud-provider-azure's default): admin state applies.
+    Standard,
+    /// Basic: no admin state.
+    Basic,
+    /// cloud-provider-azure's ServiceGateway mode (SKU `Service`): one LB per Service with pod
+    /// IPs as backends; node admin state does not apply.
+    Service,
+    /// Gateway or anything newer: not a node load balancer cutover knows.
+    Other,
+}
+
+impl SkuClass {
+    pub fn of(sku: Option<&str>) -> Self {
+        match sku {
+            None | Some("") => SkuClass::Standard,
+            Some(s) if s.eq_ignore_ascii_case("standard") => SkuClass::Standard,
+            Some(s) if s.eq_ignore_ascii_case("basic") => SkuClass::Basic,
+            Some(s) if s.eq_ignore_ascii_case("service") => SkuClass::Service,
+            Some(_) => SkuClass::Other,
+        }
+    }
 }
 
 /// A resource's `provisioningState`, as far as the writer cares.
@@ -126,6 +154,8 @@ pub struct DocHead {
     pub etag: Option<String>,
     /// The LB's own `provisioningState` (`Succeeded` for a pool page).
     pub provisioning: Provisioning,
+    /// The LB's `sku.name` (`None` for a pool page or when absent).
+    pub sku: Option<String>,
     pub pools: Vec<PoolHead>,
     /// A pool page's next page.
     pub next_link: Option<String>,
@@ -161,6 +191,7 @@ const ENTRY: &[Option<&str>] = &[
 enum Field {
     Etag,
     LbProvisioning,
+    Sku,
     NextLink,
     PoolName,
     PoolId,
@@ -182,6 +213,7 @@ struct PoolAcc {
     provisioning: Option<String>,
     lb_rules: bool,
     outbound: bool,
+    nat: bool,
 }
 
 /// One entry while it is read: buffers reused from entry to entry.
@@ -300,6 +332,7 @@ impl<S: EntrySink> Reader<'_, S> {
         }
         match self.shape {
             Shape::Lb if is(path, &[Some("etag")]) => Some(Field::Etag),
+            Shape::Lb if is(path, &[Some("sku"), Some("name")]) => Some(Field::Sku),
             Shape::Lb if is(path, &[Some("properties"), Some("provisioningState")]) => {
                 Some(Field::LbProvisioning)
             }
@@ -322,11 +355,12 @@ impl<S: EntrySink> Reader<'_, S> {
                     (true, Some(id)) => self.probed.contains(id),
                     _ => p.lb_rules,
                 };
-                let usage = match (p.lb_rules, probed, p.outbound) {
-                    (true, true, _) => PoolUse::Probed,
-                    (true, false, _) => PoolUse::Unprobed,
-                    (false, _, true) => PoolUse::OutboundOnly,
-                    (false, _, false) => PoolUse::Unused,
+                let usage = match (p.lb_rules, probed, p.nat, p.outbound) {
+                    (true, true, _, _) => PoolUse::Probed,
+                    (true, false, _, _) => PoolUse::Unprobed,
+                    (false, _, true, _) => PoolUse::NatOnly,
+                    (false, _, false, true) => PoolUse::OutboundOnly,
+                    (false, _, false, false) => PoolUse::Unused,
                 };
                 PoolHead {
                     name: p.name.unwrap_or_default(),
@@ -389,6 +423,8 @@ impl<S: EntrySink> Sink for Reader<'_, S> {
                     p.lb_rules = true;
                 } else if scan::path_is(rel, &[Some("properties"), Some("outboundRules")]) {
                     p.outbound = true;
+                } else if scan::path_is(rel, &[Some("properties"), Some("inboundNatRules")]) {
+                    p.nat = true;
                 }
             }
         } else if self.shape == Shape::Lb && scan::path_is(path, LB_RULES) && self.rule_probe {
@@ -421,6 +457,7 @@ impl<S: EntrySink> Sink for Reader<'_, S> {
             Field::LbProvisioning => {
                 self.head.provisioning = Provisioning::parse(Some(text.as_ref()))
             }
+            Field::Sku => self.head.sku = Some(text.into_owned()),
             Field::NextLink => {
                 self.head.next_link = Some(text.into_owned()).filter(|s| !s.is_empty())
             }

@@ -2,6 +2,7 @@
 //! and whether anything blocks a cut. Pure: facts in, a [`Report`] out.
 
 use super::facts::{LbDoc, LbFacts, LbRead, Owner, PoolFacts, Refusal};
+use crate::arm::doc::SkuClass;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -77,10 +78,7 @@ pub enum PoolVerdict {
     ManagedNoEffect,
     /// Never written: only outbound rules use it.
     OutboundOnly,
-    /// Only inbound NAT rules use it (admin state is not supported there). Note: the service
-    /// skips outbound-only pools today; NAT-only, pod-IP and Basic pools are not yet excluded
-    /// from writes (issue 21 item 4), so these verdicts say what a cut achieves, not what is
-    /// written.
+    /// Never written: only inbound NAT rules use it (admin state does not act there).
     NatOnly,
     /// Never written: a pod-IP pool of a ServiceGateway load balancer (SKU `Service`).
     PodIp,
@@ -94,9 +92,9 @@ impl PoolVerdict {
             PoolVerdict::Managed => "managed",
             PoolVerdict::ManagedNoEffect => "managed, no probed rule (Down has no effect)",
             PoolVerdict::OutboundOnly => "not written: outbound rules only",
-            PoolVerdict::NatOnly => "no effect: inbound NAT rules only",
+            PoolVerdict::NatOnly => "not written: inbound NAT rules only",
             PoolVerdict::PodIp => "not a node pool: ServiceGateway pod IPs",
-            PoolVerdict::Unsupported => "no effect: SKU without admin state",
+            PoolVerdict::Unsupported => "not written: SKU without admin state",
         }
     }
 
@@ -136,32 +134,9 @@ impl PoolKind {
     }
 }
 
-/// The LB SKU's meaning for cutover (`sku.name`, compared case-insensitively).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SkuClass {
-    Standard,
-    Basic,
-    /// ServiceGateway mode of cloud-provider-azure: one LB per Service, pod IPs as backends.
-    Service,
-    Other,
-}
-
-fn sku_class(sku: &str) -> SkuClass {
-    if sku.is_empty() || sku.eq_ignore_ascii_case("standard") {
-        // cloud-provider-azure defaults to Standard; a document without a SKU is treated so.
-        SkuClass::Standard
-    } else if sku.eq_ignore_ascii_case("basic") {
-        SkuClass::Basic
-    } else if sku.eq_ignore_ascii_case("service") {
-        SkuClass::Service
-    } else {
-        SkuClass::Other
-    }
-}
-
 /// The verdict for one pool of an LB with SKU `sku`.
 pub fn pool_verdict(sku: &str, pool: &PoolFacts) -> PoolVerdict {
-    match sku_class(sku) {
+    match SkuClass::of(Some(sku)) {
         SkuClass::Service => return PoolVerdict::PodIp,
         SkuClass::Basic | SkuClass::Other => return PoolVerdict::Unsupported,
         SkuClass::Standard => {}
@@ -214,7 +189,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
             message,
         })
     };
-    match sku_class(&doc.sku) {
+    match SkuClass::of(Some(&doc.sku)) {
         SkuClass::Basic => push(
             Severity::Blocking,
             "basic-sku",
@@ -236,7 +211,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
         ),
         SkuClass::Standard => {}
     }
-    if sku_class(&doc.sku) != SkuClass::Standard {
+    if SkuClass::of(Some(&doc.sku)) != SkuClass::Standard {
         return;
     }
     for (rule, pools) in &doc.unprobed_rules {
@@ -261,7 +236,7 @@ fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
                 Severity::Warning,
                 "nat-only-pool",
                 format!(
-                    "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules, so a cut does nothing there"
+                    "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules, so it is never written"
                 ),
             ),
             PoolVerdict::ManagedNoEffect if pool.lb_rules > 0 => push(
@@ -317,7 +292,7 @@ pub fn classify(s: &Survey) -> Report {
     for lb in &s.lbs {
         match &lb.read {
             LbRead::Found(doc) => {
-                if lb.managed && sku_class(&doc.sku) == SkuClass::Standard {
+                if lb.managed && SkuClass::of(Some(&doc.sku)) == SkuClass::Standard {
                     usable += 1;
                 }
                 lb_findings(&lb.name, doc, &mut findings);

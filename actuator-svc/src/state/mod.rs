@@ -571,6 +571,11 @@ impl Store {
 
     // ---- level-triggered restore ------------------------------------------------------------
 
+    /// Every node the stream told of (what ARM entries may belong to).
+    pub fn known_nodes(&self) -> Vec<Arc<NodeSpec>> {
+        self.inner.lock().table.known_specs()
+    }
+
     /// Nodes the stream wants `None` that nothing asserts now (see `Table::restorable`).
     pub fn restorable(&self) -> Vec<(Arc<str>, Arc<NodeSpec>)> {
         self.inner.lock().table.restorable()

@@ -151,6 +151,11 @@ impl Table {
         }
     }
 
+    /// Every known node.
+    pub(super) fn known_specs(&self) -> Vec<Arc<NodeSpec>> {
+        self.known.values().map(|n| n.spec.clone()).collect()
+    }
+
     /// Known nodes whose desired state is `None` and that nothing asserts now (their `None`
     /// was effective everywhere, or never needed a write): what self-heal checks for entries
     /// left `Down`. A hold makes the desired state `Down`, so none of these has one.

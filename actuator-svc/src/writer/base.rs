@@ -100,6 +100,7 @@ impl Writer {
         let index = LbIndex::read(&self.lb, &self.arm.lb_id(&self.lb), &body)
             .map_err(|e| decode(e.to_string()))?;
         self.metrics.unprobed(&self.lb, index.unprobed_len());
+        self.report_skipped(&index);
         self.cache.put(&self.lb, Some(index), fetched);
         self.base = Some(Base {
             body,

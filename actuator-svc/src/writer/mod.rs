@@ -20,6 +20,7 @@
 mod base;
 mod completion;
 mod execute;
+mod not_written;
 mod outcome;
 mod restore;
 mod track;
@@ -106,6 +107,8 @@ pub struct Writer {
     body_len: usize,
     /// When this writer last wrote the LB (the base cache evicts the least recent).
     written_at: Option<Instant>,
+    /// What was last said about pools and entries never written.
+    reported: not_written::Reported,
 }
 
 fn jitter() -> f64 {
@@ -142,6 +145,7 @@ impl Writer {
             base: None,
             body_len: usize::MAX,
             written_at: None,
+            reported: Default::default(),
         }
     }
 
@@ -242,6 +246,7 @@ impl Writer {
             else {
                 if std::mem::take(&mut check_restore) {
                     self.restore_drift();
+                    self.report_unmatched();
                 }
                 let targets = self.store.targets_for(&self.lb);
                 if targets.is_empty() {

@@ -8,6 +8,7 @@ use actuator_svc::config::cli::Args;
 use actuator_svc::runtime::{self, Running};
 use aks_fixture::{Cluster, Node};
 use arm_sim::faults::{Latencies, Tuning};
+use arm_sim::seed::{Seed, SeedLb};
 use arm_sim::{ArmSim, ArmSimOptions};
 use clap::Parser;
 use cutover_proto::v1::actuator_client::ActuatorClient;
@@ -42,6 +43,45 @@ pub async fn start_sim(preset: &str) -> (ArmSim, Cluster) {
     opts.tuning = fast_tuning();
     let sim = ArmSim::start(opts).await.expect("arm-sim starts");
     (sim, aks_fixture::preset(preset).unwrap())
+}
+
+/// The `aks` preset's seed with its load balancers changed by `edit`, served by a fresh
+/// arm-sim at [`fast_tuning`].
+pub async fn start_sim_edited(edit: impl FnOnce(&mut Vec<SeedLb>)) -> (ArmSim, Cluster) {
+    let cluster = aks_fixture::preset("aks").unwrap();
+    let mut seed = Seed::preset("aks", None).unwrap();
+    edit(&mut seed.subscriptions[0].resource_groups[0].load_balancers);
+    let opts = ArmSimOptions {
+        seed,
+        tuning: fast_tuning(),
+        ..ArmSimOptions::default()
+    };
+    (ArmSim::start(opts).await.unwrap(), cluster)
+}
+
+/// The seeded load balancer `name`.
+pub fn seed_lb<'a>(lbs: &'a mut [SeedLb], name: &str) -> &'a mut SeedLb {
+    lbs.iter_mut().find(|l| l.name == name).unwrap()
+}
+
+/// Adds to the public LB a copy of its first pool named `name` (so every node has entries
+/// there) that only an inbound NAT rule v2 uses (a port range on a pool, as the portal
+/// creates for SSH access).
+pub fn add_nat_only_pool(lbs: &mut [SeedLb], name: &str) {
+    let l = seed_lb(lbs, "kubernetes");
+    let mut pool = l.backend_pools[0].clone();
+    pool.name = name.into();
+    l.backend_pools.push(pool);
+    let lb_id =
+        "/subscriptions/x/resourceGroups/x/providers/Microsoft.Network/loadBalancers/kubernetes";
+    let props = l.properties.as_mut().unwrap();
+    let frontend = props["frontendIPConfigurations"][0]["name"].clone();
+    props["inboundNatRules"] = serde_json::json!([{ "name": "ssh", "properties": {
+        "frontendIPConfiguration": {"id": format!("{lb_id}/frontendIPConfigurations/{}", frontend.as_str().unwrap())},
+        "backendAddressPool": {"id": format!("{lb_id}/backendAddressPools/{name}")},
+        "protocol": "Tcp", "frontendPortRangeStart": 50000, "frontendPortRangeEnd": 50100,
+        "backendPort": 22, "idleTimeoutInMinutes": 4, "enableFloatingIP": false, "enableTcpReset": false
+    }}]);
 }
 
 pub fn write_config(dir: &Path, cluster: &Cluster) -> PathBuf {

@@ -6,24 +6,10 @@ use crate::common::*;
 use actuator_svc::config::azure_json::EnvOverrides;
 use actuator_svc::config::cli::Args;
 use actuator_svc::preflight::{self, classify::Report};
+use arm_sim::ArmSim;
 use arm_sim::faults::FaultSpec;
-use arm_sim::seed::{Seed, SeedLb};
-use arm_sim::{ArmSim, ArmSimOptions};
 use clap::Parser;
 use serde_json::json;
-
-/// The `aks` preset's seed, changed by `edit`, served by a fresh arm-sim.
-async fn mk_sim(edit: impl FnOnce(&mut Vec<SeedLb>)) -> (ArmSim, aks_fixture::Cluster) {
-    let cluster = aks_fixture::preset("aks").unwrap();
-    let mut seed = Seed::preset("aks", None).unwrap();
-    edit(&mut seed.subscriptions[0].resource_groups[0].load_balancers);
-    let opts = ArmSimOptions {
-        seed,
-        tuning: fast_tuning(),
-        ..ArmSimOptions::default()
-    };
-    (ArmSim::start(opts).await.unwrap(), cluster)
-}
 
 async fn run_preflight(sim: &ArmSim, cluster: &aks_fixture::Cluster) -> Report {
     let dir = tempfile::tempdir().unwrap();
@@ -44,13 +30,9 @@ async fn run_preflight(sim: &ArmSim, cluster: &aks_fixture::Cluster) -> Report {
     report
 }
 
-fn lb<'a>(lbs: &'a mut [SeedLb], name: &str) -> &'a mut SeedLb {
-    lbs.iter_mut().find(|l| l.name == name).unwrap()
-}
-
 #[tokio::test]
 async fn preflight_of_a_plain_aks_cluster_is_ok() {
-    let (sim, cluster) = mk_sim(|_| {}).await;
+    let (sim, cluster) = start_sim_edited(|_| {}).await;
     let r = run_preflight(&sim, &cluster).await;
     assert!(!r.blocking(), "{}", r.text);
     assert!(
@@ -67,8 +49,8 @@ async fn preflight_of_a_plain_aks_cluster_is_ok() {
 
 #[tokio::test]
 async fn preflight_blocks_on_basic_sku() {
-    let (sim, cluster) = mk_sim(|lbs| {
-        lb(lbs, "kubernetes").sku = Some(json!({"name": "Basic", "tier": "Regional"}));
+    let (sim, cluster) = start_sim_edited(|lbs| {
+        seed_lb(lbs, "kubernetes").sku = Some(json!({"name": "Basic", "tier": "Regional"}));
     })
     .await;
     let r = run_preflight(&sim, &cluster).await;
@@ -77,8 +59,8 @@ async fn preflight_blocks_on_basic_sku() {
 
 #[tokio::test]
 async fn preflight_names_a_service_gateway_lb_and_never_manages_its_pools() {
-    let (sim, cluster) = mk_sim(|lbs| {
-        lb(lbs, "kubernetes-internal").sku = Some(json!({"name": "Service"}));
+    let (sim, cluster) = start_sim_edited(|lbs| {
+        seed_lb(lbs, "kubernetes-internal").sku = Some(json!({"name": "Service"}));
     })
     .await;
     let r = run_preflight(&sim, &cluster).await;
@@ -94,8 +76,8 @@ async fn preflight_names_a_service_gateway_lb_and_never_manages_its_pools() {
 
 #[tokio::test]
 async fn preflight_reports_rules_without_probes() {
-    let (sim, cluster) = mk_sim(|lbs| {
-        let props = lb(lbs, "kubernetes").properties.as_mut().unwrap();
+    let (sim, cluster) = start_sim_edited(|lbs| {
+        let props = seed_lb(lbs, "kubernetes").properties.as_mut().unwrap();
         let rules = props["loadBalancingRules"].as_array_mut().unwrap();
         assert!(!rules.is_empty());
         rules[0]["properties"]
@@ -111,23 +93,7 @@ async fn preflight_reports_rules_without_probes() {
 
 #[tokio::test]
 async fn preflight_reports_a_pool_used_only_by_nat_rules() {
-    let (sim, cluster) = mk_sim(|lbs| {
-        let l = lb(lbs, "kubernetes");
-        let mut pool = l.backend_pools[0].clone();
-        pool.name = "ssh-nat".into();
-        l.backend_pools.push(pool);
-        let lb_id = "/subscriptions/x/resourceGroups/x/providers/Microsoft.Network/loadBalancers/kubernetes";
-        let props = l.properties.as_mut().unwrap();
-        let frontend = props["frontendIPConfigurations"][0]["name"].clone();
-        // A NAT rule v2 (port range on a pool), as the portal creates for SSH access.
-        props["inboundNatRules"] = json!([{ "name": "ssh", "properties": {
-            "frontendIPConfiguration": {"id": format!("{lb_id}/frontendIPConfigurations/{}", frontend.as_str().unwrap())},
-            "backendAddressPool": {"id": format!("{lb_id}/backendAddressPools/ssh-nat")},
-            "protocol": "Tcp", "frontendPortRangeStart": 50000, "frontendPortRangeEnd": 50100,
-            "backendPort": 22, "idleTimeoutInMinutes": 4, "enableFloatingIP": false, "enableTcpReset": false
-        }}]);
-    })
-    .await;
+    let (sim, cluster) = start_sim_edited(|lbs| add_nat_only_pool(lbs, "ssh-nat")).await;
     let r = run_preflight(&sim, &cluster).await;
     assert!(r.has("nat-only-pool"), "{}", r.text);
     assert!(r.text.contains("kubernetes/ssh-nat"), "{}", r.text);
@@ -135,7 +101,7 @@ async fn preflight_reports_a_pool_used_only_by_nat_rules() {
 
 #[tokio::test]
 async fn preflight_blocks_when_no_managed_lb_exists() {
-    let (sim, cluster) = mk_sim(|lbs| lbs.clear()).await;
+    let (sim, cluster) = start_sim_edited(|lbs| lbs.clear()).await;
     let r = run_preflight(&sim, &cluster).await;
     assert!(r.blocking() && r.has("no-managed-lb"), "{}", r.text);
     assert!(
@@ -148,7 +114,7 @@ async fn preflight_blocks_when_no_managed_lb_exists() {
 
 #[tokio::test]
 async fn preflight_blocks_on_a_refused_read_and_names_the_permission() {
-    let (sim, cluster) = mk_sim(|_| {}).await;
+    let (sim, cluster) = start_sim_edited(|_| {}).await;
     sim.faults(FaultSpec {
         deny_actions: Some(vec!["Microsoft.Network/networkInterfaces/read".into()]),
         ..FaultSpec::default()
