@@ -420,6 +420,11 @@ impl ArmSim {
 
     /// Completes every running operation now (as Succeeded, or Failed if injected). With a long
     /// completion delay this gives tests exact control over when writes become effective.
+    /// How many load balancer GET bodies were rendered so far (one per change, not per read).
+    pub fn lb_renders(&self) -> u64 {
+        self.shared.state.lock().store.lb_renders
+    }
+
     pub fn complete_operations(&self) -> usize {
         let mut st = self.shared.state.lock();
         let st = &mut *st;

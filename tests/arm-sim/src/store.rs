@@ -47,6 +47,14 @@ pub struct Subscription {
 #[derive(Debug, Clone, Default)]
 pub struct Store {
     pub subs: BTreeMap<String, Subscription>,
+    /// GET bodies of load balancers as rendered since their last change, by lower-cased
+    /// (subscription, group, LB): a read of an unchanged LB sends the same bytes again, so a
+    /// 16 MB document costs one render per change, not one per read, and the simulator does
+    /// not compete with the services for the cores at 5,000 nodes. Every mutable access goes
+    /// through [`Store::rg_mut`], which drops the group's bodies.
+    rendered: BTreeMap<(String, String, String), bytes::Bytes>,
+    /// How many LB bodies were rendered (tests check that unchanged reads render nothing).
+    pub lb_renders: u64,
 }
 
 /// Identifies a load balancer (as stored: display names).
@@ -72,6 +80,9 @@ impl Store {
     }
 
     pub fn rg_mut(&mut self, sub: &str, rg: &str) -> Result<&mut ResourceGroup, ArmError> {
+        let (s, g) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
+        self.rendered
+            .retain(|(ks, kg, _), _| !(*ks == s && *kg == g));
         self.subs
             .get_mut(&sub.to_ascii_lowercase())
             .ok_or_else(|| ArmError::subscription_not_found(sub))?
@@ -92,6 +103,33 @@ impl Store {
             .lbs
             .get_mut(&lb.to_ascii_lowercase())
             .ok_or_else(|| ArmError::lb_not_found(rg, lb))
+    }
+
+    /// The GET body of a load balancer and its etag, rendered only when it changed since the
+    /// last read.
+    pub fn lb_body(
+        &mut self,
+        sub: &str,
+        rg: &str,
+        lb: &str,
+    ) -> Result<(bytes::Bytes, String), ArmError> {
+        let key = (
+            sub.to_ascii_lowercase(),
+            rg.to_ascii_lowercase(),
+            lb.to_ascii_lowercase(),
+        );
+        let names = self.lb_key(sub, rg, lb)?;
+        let l = self.lb(sub, rg, lb)?;
+        let etag = l.etag.clone();
+        if let Some(body) = self.rendered.get(&key) {
+            return Ok((body.clone(), etag));
+        }
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&l.render(&names.sub, &names.rg)).unwrap_or_default(),
+        );
+        self.lb_renders += 1;
+        self.rendered.insert(key, body.clone());
+        Ok((body, etag))
     }
 
     /// The stored key (display casing) of a load balancer.

@@ -1006,3 +1006,58 @@ async fn latency_is_the_time_to_answer_and_operations_run_from_the_answer() {
         "operation ended {ran} ms after the answer"
     );
 }
+
+#[tokio::test]
+async fn an_unchanged_lb_is_rendered_once_and_every_change_shows_in_the_next_read() {
+    let sim = start("aks-ip").await;
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let lb = lb_path(&sim, "kubernetes");
+    let first = raw.get(&lb, &tok).await;
+    let renders = sim.lb_renders();
+    for _ in 0..5 {
+        let again = raw.get(&lb, &tok).await;
+        assert_eq!(again.raw, first.raw, "an unchanged LB reads the same bytes");
+    }
+    assert_eq!(
+        sim.lb_renders(),
+        renders,
+        "reads of an unchanged LB rendered it again"
+    );
+
+    // An outside write changes what the next read says (and only the next read renders).
+    let entry = first.body["properties"]["backendAddressPools"][0]["properties"]
+        ["loadBalancerBackendAddresses"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pool = first.body["properties"]["backendAddressPools"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sim.outside_write("kubernetes", &pool, &entry, Some(AdminState::Down))
+        .unwrap();
+    let after = raw.get(&lb, &tok).await;
+    assert_ne!(after.body["etag"], first.body["etag"]);
+    assert_eq!(
+        after.body["properties"]["backendAddressPools"][0]["properties"]["loadBalancerBackendAddresses"]
+            [0]["properties"]["adminState"],
+        "Down"
+    );
+    assert_eq!(sim.lb_renders(), renders + 1);
+    // A PUT through ARM, then its operation's end: each shows at once.
+    let mut body = after.body.clone();
+    body["properties"]["backendAddressPools"][0]["properties"]["loadBalancerBackendAddresses"][0]
+        ["properties"]["adminState"] = json!("None");
+    let mut tuning = sim.tuning();
+    tuning.completion_delay_ms = 3_600_000;
+    sim.set_tuning(tuning);
+    let put = raw.put(&lb, &tok, &body, None).await;
+    assert!(put.status == 200 || put.status == 201, "{:?}", put.body);
+    let running = raw.get(&lb, &tok).await.body;
+    assert_eq!(running["properties"]["provisioningState"], "Updating");
+    assert_eq!(sim.complete_operations(), 1);
+    let done = raw.get(&lb, &tok).await.body;
+    assert_eq!(done["properties"]["provisioningState"], "Succeeded");
+    assert_ne!(done["etag"], running["etag"]);
+}

@@ -47,8 +47,15 @@ impl Outcome {
 
 /// A JSON response with ARM's standard headers.
 pub fn json(status: StatusCode, body: &Value) -> Resp {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut resp = http::Response::new(Full::new(Bytes::from(bytes)));
+    json_bytes(
+        status,
+        Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+    )
+}
+
+/// A JSON answer from bytes already rendered.
+pub fn json_bytes(status: StatusCode, bytes: Bytes) -> Resp {
+    let mut resp = http::Response::new(Full::new(bytes));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(

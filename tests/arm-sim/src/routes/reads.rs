@@ -1,7 +1,7 @@
 //! ARM read handlers: GET pool / LB, paged LISTs of pools and NICs, async-operation and
 //! operationResults URLs. Rendering is in [`crate::model`].
 
-use super::{Resp, empty, json, query_param, set_header};
+use super::{Resp, empty, json, json_bytes, query_param, set_header};
 use crate::Shared;
 use crate::errors::ArmError;
 use crate::lro::OpStatus;
@@ -42,13 +42,8 @@ pub(super) fn get_pool(
 }
 
 pub(super) fn get_lb(shared: &Shared, sub: &str, rg: &str, lb: &str) -> Result<Resp, ArmError> {
-    let st = shared.state.lock();
-    let key = st.store.lb_key(sub, rg, lb)?;
-    let l = st.store.lb(sub, rg, lb)?;
-    Ok(with_etag(
-        json(StatusCode::OK, &l.render(&key.sub, &key.rg)),
-        &l.etag,
-    ))
+    let (body, etag) = shared.state.lock().store.lb_body(sub, rg, lb)?;
+    Ok(with_etag(json_bytes(StatusCode::OK, body), &etag))
 }
 
 /// The range of `total` items the request's `$skipToken` and the page size select, and where
