@@ -22,6 +22,7 @@ use crate::lease_lock::{LeaseLock, Step};
 use crate::state::Shared;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,25 +41,52 @@ struct Election {
     lock: LeaseLock,
     timings: Timings,
     term: Option<Term>,
+    /// The epoch of a term this process lost by timing alone: if the Lease record still
+    /// names us with it (nobody took over), re-acquiring keeps it instead of re-versioning.
+    last_epoch: Option<u64>,
+}
+
+/// While a Lease call is in flight, applies the term's deadlines on time: suspends at the
+/// renew deadline and stops the streams at the lease's end (the call's answer may still
+/// renew the term as of its send, and the loop then resumes).
+async fn keep_time(term: Option<Term>, timings: Timings, shared: &Shared) -> Infallible {
+    if let Some(t) = term {
+        while let Some(at) = t.next_change(Instant::now(), &timings) {
+            tokio::time::sleep_until(at).await;
+            match t.standing(Instant::now(), &timings) {
+                Standing::Active => {}
+                Standing::Suspended => shared.suspend(),
+                Standing::Lost => shared.lose_leadership(),
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 impl Election {
-    /// One attempt, bounded by what the current term allows.
+    /// One attempt; the term's deadlines are kept while it runs.
     async fn attempt(&mut self, shared: &Shared, sent: Instant) {
-        let bound = self.term.map_or(self.timings.duration, |t| {
-            t.attempt_bound(sent, &self.timings)
-        });
+        let bound = match self.term {
+            Some(_) => self.timings.attempt_bound(),
+            None => self.timings.duration,
+        };
         let epochs = Epochs {
-            mine: self.term.map(|t| t.epoch),
+            mine: self.term.map(|t| t.epoch).or(self.last_epoch),
             floor: shared.epoch_floor(),
             seen: 0,
         };
-        match tokio::time::timeout(bound, self.lock.try_once(epochs)).await {
+        let call = tokio::time::timeout(bound, self.lock.try_once(epochs));
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            never = keep_time(self.term, self.timings, shared) => match never {},
+        };
+        match outcome {
             Ok(Ok(Step::Leading(epoch))) => match &mut self.term {
                 Some(t) if t.epoch == epoch => t.renewed(sent),
                 _ => self.term = Some(Term::new(epoch, sent)),
             },
             Ok(Ok(Step::NotLeading)) => {
+                self.last_epoch = None;
                 if self.term.take().is_some() {
                     tracing::warn!("another replica holds the lease; stopping at once");
                     shared.lose_leadership();
@@ -87,6 +115,7 @@ impl Election {
                     epoch = term.epoch,
                     "no renewal within the lease duration; letting the lease go"
                 );
+                self.last_epoch = Some(term.epoch);
                 self.term = None;
                 self.lock.forget();
                 shared.lose_leadership();
@@ -114,6 +143,7 @@ pub async fn run(
         lock: LeaseLock::new(api, cfg.name, cfg.identity, cfg.timings.duration),
         timings: cfg.timings,
         term: None,
+        last_epoch: None,
     };
     let raise = shared.epoch_raise_requested();
     loop {

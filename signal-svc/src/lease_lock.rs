@@ -151,19 +151,22 @@ impl LeaseLock {
     /// One attempt to acquire or renew. `epochs.mine` is the epoch this process leads with.
     pub async fn try_once(&mut self, mut epochs: Epochs) -> Result<Step, LeaseError> {
         epochs.seen = epochs.seen.max(self.seen);
-        // Fast path: renew on top of our last write, unless the epoch must be raised.
-        if let (Some(mine), Some(cached)) = (epochs.mine, self.ours.take())
+        // Fast path: renew on top of our last write, unless the epoch must be raised. The
+        // cached write stays after a transient failure (a 5xx, a 429, a timeout), so the retry
+        // is one request again, not a GET and a PUT: at high API latency that second round
+        // trip is what cost the term.
+        if let (Some(mine), Some(cached)) = (epochs.mine, self.ours.clone())
             && mine > epochs.floor
             && u64::try_from(transitions_of(&cached)).ok() == Some(mine)
         {
             match self.put(cached, transitions_of_u64(mine), true).await {
                 Ok(e) => return Ok(Step::Leading(e)),
                 // Someone wrote in between, or the Lease is gone: look before deciding.
-                Err(LeaseError::Conflict { .. }) => {}
+                Err(LeaseError::Conflict { .. }) => self.ours = None,
                 Err(LeaseError::Api {
                     source: kube::Error::Api(s),
                     ..
-                }) if s.code == 404 => {}
+                }) if s.code == 404 => self.ours = None,
                 Err(e) => return Err(e),
             }
         }

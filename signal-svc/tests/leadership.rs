@@ -124,6 +124,31 @@ async fn with_1s_api_latency_and_failing_calls_one_leader_stays_and_a_taint_is_c
     leader.stop().await;
 }
 
+/// Past half the renew deadline of latency (1.6 s against 3 s) every renewal answers after
+/// the previous one's deadline, and one failed renewal needs a second round trip: a renewal
+/// is counted from its send, never cut short at the deadline, and a retry after a failure is
+/// one PUT again. One leader stays under its first epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_1_6s_api_latency_with_a_failed_renewal_the_leader_keeps_its_epoch() {
+    let c = sim_cluster(6).await;
+    let act = FakeActuator::start("a", Mode::Effective).await;
+    let (leader, standby) = pair(&c, &act).await;
+    leader.wait_ready().await;
+    let epochs_before = distinct_epochs(&act);
+    c.sim().set_latency(Duration::from_millis(1600));
+    let url = c.sim().url();
+    let fail = reqwest_like(&url);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    fail(503).await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(leader.is_leader().await, "the leader stayed");
+    assert!(!standby.is_leader().await);
+    assert_eq!(distinct_epochs(&act), epochs_before, "no new epoch");
+    c.sim().set_latency(Duration::ZERO);
+    standby.stop().await;
+    leader.stop().await;
+}
+
 /// Fails the next Lease request with `status` (the simulator's fault endpoint, as a user
 /// would drive it).
 fn reqwest_like(

@@ -2,7 +2,11 @@
 //!
 //! The renew deadline counts from the last *successful* renewal (from when it was sent, so
 //! the leader's clock starts no later than any standby's observation of that record). Failed
-//! or slow renewals in between change nothing; each attempt is bounded by the time left.
+//! or slow renewals in between change nothing. A renewal is never cut short at the deadline:
+//! one sent at `s` that succeeds renews the term as of `s`, whenever its answer comes, so at
+//! an API latency near the deadline waiting for it keeps the term where a timeout and a
+//! resend would lose it. The caller suspends and drops writes on time while it waits
+//! ([`Term::next_change`]).
 //!
 //! Three states of one epoch:
 //! - **active**: renewed within `renew_deadline`; the leader streams, taints and holds.
@@ -71,15 +75,24 @@ impl Term {
         }
     }
 
-    /// How long an attempt started at `now` may take: until the renew deadline while active
-    /// (an answer after it is worthless), else until the term is lost.
-    pub fn attempt_bound(&self, now: Instant, t: &Timings) -> Duration {
-        let end = match self.standing(now, t) {
-            Standing::Active => self.renewed_sent_at + t.renew_deadline,
-            Standing::Suspended | Standing::Lost => self.renewed_sent_at + t.duration,
-        };
-        end.saturating_duration_since(now)
-            .max(Duration::from_millis(50))
+    /// When the standing changes next (the renew deadline, then the lease's end), if it
+    /// still does.
+    pub fn next_change(&self, now: Instant, t: &Timings) -> Option<Instant> {
+        [
+            self.renewed_sent_at + t.renew_deadline,
+            self.renewed_sent_at + t.duration,
+        ]
+        .into_iter()
+        .find(|at| *at > now)
+    }
+}
+
+impl Timings {
+    /// How long one Lease attempt may take, from its own send: a renewal answered within
+    /// the renew deadline of its send still leaves the term active; one that takes longer
+    /// is given up and sent again (a request that hangs must not end the term).
+    pub fn attempt_bound(&self) -> Duration {
+        self.renew_deadline
     }
 }
 
@@ -108,8 +121,16 @@ mod tests {
             Standing::Active
         );
         assert_eq!(
-            term.attempt_bound(start + Duration::from_millis(3000), &t),
-            Duration::from_millis(500)
+            term.next_change(start + Duration::from_millis(3000), &t),
+            Some(start + Duration::from_millis(3500))
+        );
+        assert_eq!(
+            term.next_change(start + Duration::from_millis(3500), &t),
+            Some(start + Duration::from_millis(4500))
+        );
+        assert_eq!(
+            term.next_change(start + Duration::from_millis(4500), &t),
+            None
         );
         assert_eq!(
             term.standing(start + Duration::from_millis(3500), &t),
@@ -119,6 +140,22 @@ mod tests {
             term.standing(start + Duration::from_millis(4500), &t),
             Standing::Lost
         );
+    }
+
+    /// At 1.6 s per API call a renewal sent 1.6 s after the last success answers 0.2 s past
+    /// that success's deadline: it must still count (a bound at the deadline lost the term
+    /// at every latency above half the deadline).
+    #[test]
+    fn a_renewal_answered_after_the_previous_deadline_still_renews_from_its_send() {
+        let t = timings();
+        let start = Instant::now();
+        let mut term = Term::new(7, start);
+        let sent = start + Duration::from_millis(1600);
+        assert!(t.attempt_bound() >= Duration::from_millis(1600));
+        let answered = sent + Duration::from_millis(1600);
+        assert_eq!(term.standing(answered, &t), Standing::Suspended);
+        term.renewed(sent);
+        assert_eq!(term.standing(answered, &t), Standing::Active);
     }
 
     #[test]
