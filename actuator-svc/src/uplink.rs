@@ -70,16 +70,17 @@ pub enum UplinkError {
 }
 
 impl Uplink {
-    /// A stream of leader `epoch` opened; returns its handle for [`Uplink::unregister`].
-    pub fn register(&self, epoch: u64, tx: Outbound) -> u64 {
+    /// A stream of leader `epoch` opened; returns its handle for [`Uplink::unregister`], and
+    /// whether it is the first stream this process ever had (memory-only holds end then).
+    pub fn register(&self, epoch: u64, tx: Outbound) -> (u64, bool) {
         let mut inner = self.inner.lock();
         inner.next_link += 1;
         let id = inner.next_link;
         inner.links.push(Link { id, epoch, tx });
-        inner.ever_linked = true;
+        let first = !std::mem::replace(&mut inner.ever_linked, true);
         drop(inner);
         self.linked.notify_waiters();
-        id
+        (id, first)
     }
 
     /// The stream ended: requests that went up it fail at once.
@@ -194,7 +195,8 @@ mod tests {
     async fn a_set_during_a_leader_change_waits_for_the_stream_to_come_back() {
         let up = std::sync::Arc::new(Uplink::default());
         let (tx, _rx) = mpsc::channel(8);
-        let first = up.register(1, tx);
+        let (first, was_first) = up.register(1, tx);
+        assert!(was_first);
         up.unregister(first);
         // No stream comes back: refused after the patience, not kept in memory.
         assert_eq!(
@@ -207,7 +209,7 @@ mod tests {
             async move {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let (tx, rx) = mpsc::channel(8);
-                up.register(2, tx);
+                assert!(!up.register(2, tx).1);
                 rx
             }
         });
@@ -233,7 +235,7 @@ mod tests {
         let (old_tx, mut old_rx) = mpsc::channel(8);
         let (new_tx, mut new_rx) = mpsc::channel(8);
         up.register(3, old_tx);
-        let newest = up.register(4, new_tx);
+        let (newest, _) = up.register(4, new_tx);
         let waiting = tokio::spawn({
             let up = up.clone();
             async move {

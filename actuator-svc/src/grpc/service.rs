@@ -109,7 +109,19 @@ async fn serve_stream(
     };
     // Hold requests from tools may go up this stream from now on (registered before the
     // HelloAck, so a client that saw the ack can count on it).
-    let link = svc.store.uplink().register(epoch, tx.clone());
+    let (link, first) = svc.store.uplink().register(epoch, tx.clone());
+    if first {
+        // Memory-only holds were taken because no signal-svc had ever connected; from now on
+        // the leader's stream owns every node's desired state, and a hold kept only here
+        // would make this replica write load balancers another replica owns.
+        let dropped = svc.store.drop_all_tool_states();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "first signal-svc stream: memory-only tool holds dropped (set them again to make them durable)"
+            );
+        }
+    }
     if tx.send(Ok(ack)).await.is_err() {
         svc.store.uplink().unregister(link);
         return;

@@ -175,6 +175,16 @@ impl Store {
         self.inner.lock().table.drop_tool_states(name)
     }
 
+    /// Stops asserting every memory-only tool state (the first signal-svc stream supersedes
+    /// them all). Returns how many were dropped.
+    pub fn drop_all_tool_states(&self) -> usize {
+        let dropped = self.inner.lock().table.drop_all_tool_states();
+        if dropped > 0 {
+            self.wake_all();
+        }
+        dropped
+    }
+
     /// The stream state of a node, by UID or else by name.
     pub fn find_stream(&self, uid: &str, name: &str) -> Option<Held> {
         self.inner.lock().table.find_stream(uid, name).cloned()

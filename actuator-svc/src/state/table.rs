@@ -210,6 +210,13 @@ impl Table {
         before - self.held.len()
     }
 
+    /// Drops every memory-only tool state; returns how many.
+    pub(super) fn drop_all_tool_states(&mut self) -> usize {
+        let before = self.held.len();
+        self.held.retain(|_, h| h.source != Source::Tool);
+        before - self.held.len()
+    }
+
     pub(super) fn any_tool(&self) -> bool {
         self.held.values().any(|h| h.source == Source::Tool)
     }

@@ -232,7 +232,8 @@ async fn a_hold_goes_up_the_stream_and_the_wait_ends_on_the_fleet_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_hold_is_an_error_and_without_a_stream_the_hold_says_memory_only() {
+async fn a_refused_hold_is_an_error_and_without_a_stream_the_hold_says_memory_only_until_the_first_stream()
+ {
     let (sim, cluster) = start_sim("aks").await;
     let mut a = start_actuator(&sim, &cluster, &[]).await;
     let node = &cluster.nodes[4];
@@ -258,9 +259,36 @@ async fn a_refused_hold_is_an_error_and_without_a_stream_the_hold_says_memory_on
     assert_eq!(list.nodes[0].source, "tool");
     assert!(!list.nodes[0].requester.is_empty());
 
-    // With a stream, signal-svc's refusal comes back as the RPC's error.
+    // The first stream ends every memory-only hold: from now on the leader's stream owns
+    // the node's desired state (a hold kept here would make this replica write load
+    // balancers another replica owns), and the node goes back to what the stream says.
     let (tx, mut rx) = open_stream(&mut a, 5).await;
     acked(&mut rx).await;
+    let list = a
+        .client
+        .list_held_entries(ListHeldEntriesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        list.nodes.iter().all(|n| n.source != "tool"),
+        "{:?}",
+        list.nodes
+    );
+    tx.send(msg(signal_message::Kind::Delta(desired(
+        node,
+        AdminState::None,
+        5,
+        1,
+    ))))
+    .await
+    .unwrap();
+    wait_until("the memory-only hold's entries back to None", || async {
+        all_are(&sim, &cluster, node, "None")
+    })
+    .await;
+
+    // With a stream, signal-svc's refusal comes back as the RPC's error.
     let set = tokio::spawn({
         let mut client = a.client.clone();
         let req = set_req(&cluster.nodes[5], AdminState::Down, WaitFor::Effective);
