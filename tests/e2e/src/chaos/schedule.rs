@@ -220,7 +220,7 @@ impl Plan {
         let short = run < secs(300);
         Plan {
             run,
-            quiet_tail: if short { secs(25) } else { secs(60) },
+            quiet_tail: if short { secs(40) } else { secs(60) },
             actuators,
             process_gap: if short { secs(12) } else { secs(25) },
             kube_gap: if short { secs(10) } else { secs(20) },

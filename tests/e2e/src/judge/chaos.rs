@@ -71,6 +71,8 @@ impl Bounds {
 /// How long failed operations stay armed in the simulator before a write consumes them (the
 /// workload writes every few seconds).
 const FAILED_OPS_ARMED_MS: i64 = 30_000;
+/// The actuator's backoff after a few consecutive failures (200 ms doubling: 0.2 + 0.4 + 0.8).
+const FAILED_OP_BACKOFF_MS: u64 = 1_400;
 
 fn ms(n: u64) -> SignedDuration {
     SignedDuration::from_millis(n as i64)
@@ -104,12 +106,16 @@ pub fn cost(b: &Bounds, f: &Active, t: Timestamp, allow: SignedDuration) -> Sign
     };
     match f.kind {
         FaultKind::ArmOutage | FaultKind::ArmThrottle => {
-            span(ms(b.backoff_cap_ms + b.retry_after_ms))
+            // Retries back off exponentially: the last sleep before the fault ends is at most
+            // as long as the fault so far (and the cap), then one retry hint.
+            let length = f.end.duration_since(f.start).max(SignedDuration::ZERO);
+            span(length.min(ms(b.backoff_cap_ms)) + ms(b.retry_after_ms))
         }
         FaultKind::ArmFailedOps => {
+            // Each failed operation: one more write, its retry hint and a short backoff.
             let armed = f.start + SignedDuration::from_millis(FAILED_OPS_ARMED_MS);
             if f.start <= end && armed >= t {
-                ms(f.param * (b.write_ms + b.retry_after_ms) + b.backoff_cap_ms)
+                ms(f.param * (b.write_ms + b.retry_after_ms + FAILED_OP_BACKOFF_MS))
             } else {
                 SignedDuration::ZERO
             }
