@@ -265,8 +265,7 @@ pub fn schedule(seed: u64, plan: &Plan) -> Vec<Fault> {
             .filter(|k| k.lane() == lane)
             .collect();
         let mut free_at = rng.between(gap / 2, gap);
-        loop {
-            let Some(&kind) = rng.pick(&kinds) else { break };
+        while let Some(&kind) = rng.pick(&kinds) {
             let mut fault = draw(&mut rng, plan, kind, free_at);
             if fault.at >= horizon {
                 break;

@@ -64,7 +64,7 @@ impl Desired {
         inner
             .triggers
             .iter()
-            .filter(|(_, t)| (state == State::Down) == !t.is_empty())
+            .filter(|(_, t)| (state == State::Down) != t.is_empty())
             .map(|(n, _)| n.clone())
             .collect()
     }
@@ -181,7 +181,7 @@ impl Workload {
             };
             let spot = self.spot_nodes.contains(&node) && !self.noticed.contains(&node);
             let trigger = match self.rng.below(10) {
-                0..=4 => Trigger::Taint(*self.rng.pick(&TAINTS).unwrap_or(&OUT_OF_SERVICE)),
+                0..=4 => Trigger::Taint(self.rng.pick(&TAINTS).unwrap_or(&OUT_OF_SERVICE)),
                 5 => Trigger::ExcludeLabel,
                 6 | 7 => Trigger::Hold,
                 _ if spot => Trigger::Notice,
@@ -195,7 +195,7 @@ impl Workload {
         let have = self.desired.triggers(&node);
         // A held node keeps only its hold: releasing a hold sets None through the tool API.
         if !have.contains(&Trigger::Hold) && self.rng.chance(0.2) {
-            let extra = Trigger::Taint(*self.rng.pick(&TAINTS).unwrap_or(&SHUTDOWN));
+            let extra = Trigger::Taint(self.rng.pick(&TAINTS).unwrap_or(&SHUTDOWN));
             if !have.contains(&extra) {
                 return self.apply(&node, extra, true).await;
             }

@@ -611,7 +611,7 @@ mod tests {
         // An outage from -10 s to +20 s: its remaining 20 s plus backoff and a retry hint.
         let outage = fault(FaultKind::ArmOutage, -10_000, 20_000);
         assert_eq!(
-            allowance(&b, &[outage.clone()], at(0)),
+            allowance(&b, std::slice::from_ref(&outage), at(0)),
             ms(3000 + 20_000 + 6000)
         );
         // Long over: nothing.
