@@ -12,8 +12,9 @@ use std::process::Command;
 fn count(stdout: &str, row: &str) -> usize {
     stdout
         .lines()
-        .find(|l| l.starts_with(row))
-        .and_then(|l| l[row.len()..].split_whitespace().next()?.parse().ok())
+        .filter_map(|l| l.strip_prefix(row))
+        .filter(|rest| rest.starts_with("  "))
+        .find_map(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no row {row:?}:\n{stdout}"))
 }
 
