@@ -164,6 +164,7 @@ pub struct Faults {
     pub throttle_requests: u32,
     pub throttle_until: Option<Instant>,
     pub server_errors: u32,
+    pub outage_until: Option<Instant>,
     pub drop_connections: u32,
     pub supersede: bool,
     pub fail_operations: u32,
@@ -182,6 +183,10 @@ pub struct FaultSpec {
     pub throttle_for_ms: Option<u64>,
     /// The next N ARM requests get 500 InternalServerError.
     pub server_errors: Option<u32>,
+    /// An outage: every ARM request for this many milliseconds gets 500 InternalServerError
+    /// (what clients saw in regional ARM/NRP incidents; operations already running go on and
+    /// complete, as NRP's do behind a failing front door). 0 ends one early.
+    pub outage_for_ms: Option<u64>,
     /// The next N ARM requests have their connection closed without a response.
     pub drop_connections: Option<u32>,
     /// A write on a busy LB cancels the running operation instead of getting 429.
@@ -216,6 +221,9 @@ impl Faults {
         if let Some(n) = spec.server_errors {
             self.server_errors = n;
         }
+        if let Some(ms) = spec.outage_for_ms {
+            self.outage_until = Some(now + std::time::Duration::from_millis(ms));
+        }
         if let Some(n) = spec.drop_connections {
             self.drop_connections = n;
         }
@@ -245,6 +253,9 @@ impl Faults {
         }
         if self.server_errors > 0 {
             self.server_errors -= 1;
+            return Injected::ServerError;
+        }
+        if self.outage_until.is_some_and(|t| now < t) {
             return Injected::ServerError;
         }
         if self.throttle_requests > 0 {
@@ -301,6 +312,45 @@ mod tests {
             f.next(now + std::time::Duration::from_secs(2)),
             Injected::None
         );
+    }
+
+    #[test]
+    fn an_outage_fails_every_request_until_it_ends() {
+        let now = Instant::now();
+        let mut f = Faults::default();
+        f.apply(
+            &FaultSpec {
+                outage_for_ms: Some(5000),
+                ..Default::default()
+            },
+            now,
+        );
+        for s in [0, 1, 4] {
+            assert_eq!(
+                f.next(now + std::time::Duration::from_secs(s)),
+                Injected::ServerError
+            );
+        }
+        assert_eq!(
+            f.next(now + std::time::Duration::from_secs(5)),
+            Injected::None
+        );
+        // Ended early.
+        f.apply(
+            &FaultSpec {
+                outage_for_ms: Some(60_000),
+                ..Default::default()
+            },
+            now,
+        );
+        f.apply(
+            &FaultSpec {
+                outage_for_ms: Some(0),
+                ..Default::default()
+            },
+            now,
+        );
+        assert_eq!(f.next(now), Injected::None);
     }
 
     #[test]

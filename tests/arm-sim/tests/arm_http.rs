@@ -419,6 +419,25 @@ async fn injected_storms_errors_and_dropped_connections() {
     assert_eq!(r.status, 200);
     assert_eq!(raw.get(&path, &tok).await.status, 429);
     assert_eq!(raw.get(&path, &tok).await.status, 429);
+    // An outage by duration, via the control endpoint: 500s until it is ended.
+    let r = raw
+        .send(
+            "POST",
+            "/_sim/faults",
+            &[],
+            Some(br#"{"throttleForMs": 0, "outageForMs": 60000}"#.to_vec()),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    for _ in 0..3 {
+        let r = raw.get(&path, &tok).await;
+        assert_eq!((r.status, r.code()), (500, "InternalServerError"));
+    }
+    sim.faults(FaultSpec {
+        outage_for_ms: Some(0),
+        ..Default::default()
+    });
+    assert_eq!(raw.get(&path, &tok).await.status, 200);
 }
 
 #[tokio::test]

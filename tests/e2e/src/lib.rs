@@ -9,6 +9,7 @@
 
 pub mod bins;
 pub mod certs;
+pub mod chaos;
 pub mod helm;
 pub mod http;
 pub mod images;

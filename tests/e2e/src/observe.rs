@@ -48,6 +48,7 @@ pub fn changes(arm: &ArmSim) -> Vec<Change> {
                 pool: e.pool,
                 target: e.target?,
                 state: state(e.value),
+                outside: e.op_id == "outside-writer",
             })
         })
         .collect()

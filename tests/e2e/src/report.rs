@@ -13,7 +13,8 @@ pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
     sorted.get(rank.min(sorted.len()) - 1).copied()
 }
 
-fn secs(v: Option<f64>) -> String {
+/// Milliseconds as seconds with two decimals (`-` for none).
+pub fn secs(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |ms| format!("{:.2}", ms / 1000.0))
 }
 
@@ -139,7 +140,8 @@ pub fn summary(preset: &str, outcomes: &[Outcome]) -> String {
     )
 }
 
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+/// A plain-text table: the first column left-aligned, the rest right-aligned.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, c) in widths.iter_mut().zip(row) {

@@ -5,6 +5,8 @@
 use aks_fixture::{Cluster, PoolType};
 use std::collections::{BTreeMap, HashSet};
 
+pub mod chaos;
+
 /// The observable admin state of an entry (unset reads as `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -31,12 +33,14 @@ pub struct Change {
     pub pool: String,
     pub target: String,
     pub state: State,
+    /// Written by an outside writer (not cutover): effective at once.
+    pub outside: bool,
 }
 
 /// Where a node's entry in one pool lives: `(lb, pool, target)`, target lower-cased.
 pub type EntryKey = (String, String, String);
 
-fn key(lb: &str, pool: &str, target: &str) -> EntryKey {
+pub fn key(lb: &str, pool: &str, target: &str) -> EntryKey {
     (
         lb.to_string(),
         pool.to_string(),
@@ -278,6 +282,7 @@ mod tests {
                 pool,
                 target,
                 state: State::Down,
+                outside: false,
             })
             .collect();
         let t = time_to_effective(&c, &log, &n, State::Down, at(0)).unwrap();
@@ -296,6 +301,7 @@ mod tests {
             pool: pool.clone(),
             target: target.clone(),
             state,
+            outside: false,
         };
         let steady = vec![change(1, State::Down), change(2, State::Down)];
         assert!(flaps(&c, &steady, at(0), None).is_empty());

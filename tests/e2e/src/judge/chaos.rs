@@ -1,0 +1,813 @@
+//! The chaos soak's judge: pure rules over ARM's effective log, the workload's intents (when
+//! each node's desired state changed, as the API server answered), the faults as injected
+//! (actual times) and the leadership epochs observed. Rules:
+//!
+//! - **end state**: exact ([`super::end_state_problems`]).
+//! - **changed twice**: in one transition of a node (from one intent to the next) each entry
+//!   changes at most once, plus one repair per outside write on it, plus the completion of the
+//!   previous transition's write if that was still in flight.
+//! - **late**: every transition effective within its [`allowance`]: the floor plus what the
+//!   faults active during it may cost by design. A restore that is late is reported as
+//!   **left down** (a healthy node's entries Down), as is an outside `Down` on a healthy node
+//!   not repaired within the self-heal interval plus its allowance.
+//! - **leader flap**: every new leadership epoch explained by a fault that costs leadership
+//!   (the leader killed, terminated or stopped, the Lease deleted), at most one per fault.
+
+use super::{Change, EntryKey, EntryView, State, end_state_problems, key, node_entries};
+use crate::chaos::schedule::FaultKind;
+use aks_fixture::Cluster;
+use jiff::{SignedDuration, Timestamp};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A node's desired state changed (the API server answered the write that changed it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    pub node: String,
+    pub at: Timestamp,
+    pub state: State,
+}
+
+/// A fault as injected: when it started and ended (equal for instantaneous ones).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Active {
+    pub kind: FaultKind,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    /// Latency in ms (API latency), a count (failures, failed operations).
+    pub param: u64,
+}
+
+/// What the design promises, in milliseconds: the floor and each fault's cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounds {
+    /// One ARM PUT plus its operation: the floor of one transition on one LB.
+    pub write_ms: u64,
+    /// Watch delivery, routing, the read-back that reports effective.
+    pub slack_ms: u64,
+    /// The simulator's retry hints (`Retry-After` of polls, lock conflicts, 429s).
+    pub retry_after_ms: u64,
+    /// The actuator's longest backoff between two ARM retries.
+    pub backoff_cap_ms: u64,
+    /// A new signal-svc leader streaming after the old one died (lease duration, the
+    /// standby's retry, the snapshot).
+    pub signal_failover_ms: u64,
+    /// Another actuator replica writing a dead or hung replica's LBs (and handing them back
+    /// when it returns).
+    pub actuator_failover_ms: u64,
+    /// A client's re-watch or re-list after a dropped watch, a 410 or failed requests.
+    pub watch_recovery_ms: u64,
+    /// The actuator's self-heal interval: an outside write is repaired on its next read.
+    pub self_heal_ms: u64,
+}
+
+impl Bounds {
+    /// Without faults: the node's LB may be busy with a running operation (one more write
+    /// ahead of ours: design section 8), then our own write, then the slack.
+    pub fn base_ms(&self) -> u64 {
+        2 * self.write_ms + self.slack_ms
+    }
+}
+
+/// How long failed operations stay armed in the simulator before a write consumes them (the
+/// workload writes every few seconds).
+const FAILED_OPS_ARMED_MS: i64 = 30_000;
+/// The actuator's backoff after a few consecutive failures (200 ms doubling: 0.2 + 0.4 + 0.8).
+const FAILED_OP_BACKOFF_MS: u64 = 1_400;
+
+fn ms(n: u64) -> SignedDuration {
+    SignedDuration::from_millis(n as i64)
+}
+
+/// What `fault` costs a transition running over `[t, t + allow]`, or zero if it does not touch
+/// it. Spans (outages, storms, latency) cost their remaining length plus the recovery; edges
+/// (a kill, a stop, a restart, a wake-up) cost one failover each when they fall within a
+/// failover before the window or inside it.
+pub fn cost(b: &Bounds, f: &Active, t: Timestamp, allow: SignedDuration) -> SignedDuration {
+    let end = t + allow;
+    let edge = |x: Timestamp, c: SignedDuration| {
+        if x >= t - c && x <= end {
+            c
+        } else {
+            SignedDuration::ZERO
+        }
+    };
+    let span = |recovery: SignedDuration| {
+        if f.start <= end && f.end + recovery >= t {
+            let from = f.start.max(t);
+            let remaining = if f.end > from {
+                f.end.duration_since(from)
+            } else {
+                SignedDuration::ZERO
+            };
+            remaining + recovery
+        } else {
+            SignedDuration::ZERO
+        }
+    };
+    match f.kind {
+        FaultKind::ArmOutage | FaultKind::ArmThrottle => {
+            // Retries back off exponentially: the last sleep before the fault ends is at most
+            // as long as the fault so far (and the cap), then one retry hint.
+            let length = f.end.duration_since(f.start).max(SignedDuration::ZERO);
+            span(length.min(ms(b.backoff_cap_ms)) + ms(b.retry_after_ms))
+        }
+        FaultKind::ArmFailedOps => {
+            // Each failed operation: one more write, its retry hint and a short backoff.
+            let armed = f.start + SignedDuration::from_millis(FAILED_OPS_ARMED_MS);
+            if f.start <= end && armed >= t {
+                ms(f.param * (b.write_ms + b.retry_after_ms + FAILED_OP_BACKOFF_MS))
+            } else {
+                SignedDuration::ZERO
+            }
+        }
+        FaultKind::KubeLatency => {
+            // A re-watch, a re-list and a patch, each delayed.
+            let c = ms(3 * f.param);
+            if f.start <= end && f.end + c >= t {
+                c
+            } else {
+                SignedDuration::ZERO
+            }
+        }
+        FaultKind::KubeFailures => edge(f.start, ms(b.watch_recovery_ms + 1000 * f.param)),
+        FaultKind::WatchDrop | FaultKind::WatchExpired => edge(f.start, ms(b.watch_recovery_ms)),
+        FaultKind::LeaseDeleted | FaultKind::SignalKill | FaultKind::SignalTerm => {
+            edge(f.start, ms(b.signal_failover_ms))
+        }
+        FaultKind::SignalStop => {
+            edge(f.start, ms(b.signal_failover_ms)) + edge(f.end, ms(b.signal_failover_ms))
+        }
+        FaultKind::ActuatorKill | FaultKind::ActuatorStop => {
+            edge(f.start, ms(b.actuator_failover_ms)) + edge(f.end, ms(b.actuator_failover_ms))
+        }
+        FaultKind::ActuatorRestart => edge(f.start, ms(b.actuator_failover_ms)),
+        FaultKind::OutsideDown | FaultKind::OutsideNone => SignedDuration::ZERO,
+    }
+}
+
+/// The allowance of a transition starting at `t`: the base plus the cost of every fault that
+/// touches it, widened until no further fault falls in (each fault counts once).
+pub fn allowance(b: &Bounds, faults: &[Active], t: Timestamp) -> SignedDuration {
+    let base = ms(b.base_ms());
+    let mut allow = base;
+    loop {
+        let next = base
+            + faults
+                .iter()
+                .map(|f| cost(b, f, t, allow))
+                .fold(SignedDuration::ZERO, |a, c| a + c);
+        if next <= allow {
+            return allow;
+        }
+        allow = next;
+    }
+}
+
+/// Which rule a violation breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    EndState,
+    ChangedTwice,
+    Late,
+    LeftDown,
+    LeaderFlap,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 5] = [
+        Rule::EndState,
+        Rule::ChangedTwice,
+        Rule::Late,
+        Rule::LeftDown,
+        Rule::LeaderFlap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::EndState => "end state not exact",
+            Rule::ChangedTwice => "entry changed twice in one transition",
+            Rule::Late => "transition beyond its allowance",
+            Rule::LeftDown => "healthy node left Down",
+            Rule::LeaderFlap => "leadership flapped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub rule: Rule,
+    pub text: String,
+}
+
+/// One judged transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub node: String,
+    pub state: State,
+    pub at: Timestamp,
+    /// Time to effective on every entry; `None` if superseded before (within its allowance).
+    pub took: Option<SignedDuration>,
+    pub allowance: SignedDuration,
+}
+
+/// Everything the judge reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub cluster: &'a Cluster,
+    /// ARM's effective log (the whole run; earlier changes give the state at `start`).
+    pub log: &'a [Change],
+    /// In time order.
+    pub intents: &'a [Intent],
+    pub faults: &'a [Active],
+    /// New leadership epochs as observed, in time order (the first is the initial election).
+    pub epochs: &'a [(Timestamp, u64)],
+    /// The entries as in effect at the end.
+    pub end_entries: &'a [EntryView],
+    pub bounds: &'a Bounds,
+    pub start: Timestamp,
+    pub end: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Verdict {
+    pub transitions: Vec<Transition>,
+    pub violations: Vec<Violation>,
+}
+
+/// Applies every rule.
+pub fn judge(i: &Inputs<'_>) -> Verdict {
+    let (transitions, mut violations) = timeliness(i);
+    violations.extend(changed_twice(i));
+    violations.extend(outside_repairs(i));
+    violations.extend(leader_flaps(i.epochs, i.faults, i.bounds));
+    let down: HashSet<String> = final_desired(i.intents)
+        .into_iter()
+        .filter(|(_, s)| *s == State::Down)
+        .map(|(n, _)| n)
+        .collect();
+    violations.extend(
+        end_state_problems(i.cluster, i.end_entries, &down, &HashSet::new())
+            .into_iter()
+            .map(|text| Violation {
+                rule: Rule::EndState,
+                text,
+            }),
+    );
+    Verdict {
+        transitions,
+        violations,
+    }
+}
+
+fn final_desired(intents: &[Intent]) -> BTreeMap<String, State> {
+    intents.iter().map(|i| (i.node.clone(), i.state)).collect()
+}
+
+/// Each entry's real changes (no-ops dropped), in log order.
+fn by_entry(log: &[Change]) -> HashMap<EntryKey, Vec<Change>> {
+    let mut out: HashMap<EntryKey, Vec<Change>> = HashMap::new();
+    for c in super::transitions(log) {
+        out.entry(key(&c.lb, &c.pool, &c.target))
+            .or_default()
+            .push(c);
+    }
+    out
+}
+
+fn state_at(changes: &[Change], t: Timestamp) -> State {
+    changes
+        .iter()
+        .take_while(|c| c.time <= t)
+        .last()
+        .map_or(State::None, |c| c.state)
+}
+
+/// When the entry first reads `want` at or after `t`.
+fn reached(changes: &[Change], t: Timestamp, want: State) -> Option<Timestamp> {
+    if state_at(changes, t) == want {
+        return Some(t);
+    }
+    changes
+        .iter()
+        .find(|c| c.time > t && c.state == want)
+        .map(|c| c.time)
+}
+
+/// A node's intents, grouped.
+fn per_node(intents: &[Intent]) -> BTreeMap<&str, Vec<&Intent>> {
+    let mut out: BTreeMap<&str, Vec<&Intent>> = BTreeMap::new();
+    for i in intents {
+        out.entry(i.node.as_str()).or_default().push(i);
+    }
+    out
+}
+
+/// When every entry of `node` reads `want` at or after `t`.
+fn node_reached(
+    entries: &[EntryKey],
+    changes: &HashMap<EntryKey, Vec<Change>>,
+    t: Timestamp,
+    want: State,
+) -> Option<Timestamp> {
+    let mut latest = t;
+    for e in entries {
+        let log = changes.get(e).map_or(&[][..], Vec::as_slice);
+        latest = latest.max(reached(log, t, want)?);
+    }
+    Some(latest)
+}
+
+/// The **late** and **left down** rules, and every transition's time.
+pub fn timeliness(i: &Inputs<'_>) -> (Vec<Transition>, Vec<Violation>) {
+    let changes = by_entry(i.log);
+    let mut transitions = Vec::new();
+    let mut violations = Vec::new();
+    for (node, list) in per_node(i.intents) {
+        let entries = node_entries(i.cluster, node);
+        for (k, intent) in list.iter().enumerate() {
+            let next = list.get(k + 1).map_or(i.end, |n| n.at);
+            let allow = allowance(i.bounds, i.faults, intent.at);
+            let deadline = intent.at + allow;
+            let done = node_reached(&entries, &changes, intent.at, intent.state)
+                .filter(|d| *d <= next.max(intent.at));
+            let took = done.map(|d| d.duration_since(intent.at));
+            let late = match took {
+                Some(t) => t > allow,
+                // Superseded (or the run ended) before it was effective: late only if the
+                // allowance ran out first.
+                None => deadline < next,
+            };
+            if late {
+                let rule = if intent.state == State::None {
+                    Rule::LeftDown
+                } else {
+                    Rule::Late
+                };
+                violations.push(Violation {
+                    rule,
+                    text: format!(
+                        "{node} -> {:?} at {}: {} (allowance {:.1} s)",
+                        intent.state,
+                        intent.at,
+                        took.map_or("not effective".to_string(), |t| format!(
+                            "took {:.1} s",
+                            t.as_secs_f64()
+                        )),
+                        allow.as_secs_f64()
+                    ),
+                });
+            }
+            transitions.push(Transition {
+                node: node.to_string(),
+                state: intent.state,
+                at: intent.at,
+                took,
+                allowance: allow,
+            });
+        }
+    }
+    (transitions, violations)
+}
+
+/// The **changed twice** rule.
+pub fn changed_twice(i: &Inputs<'_>) -> Vec<Violation> {
+    let changes = by_entry(i.log);
+    let intents = per_node(i.intents);
+    let mut out = Vec::new();
+    for n in &i.cluster.nodes {
+        let list = intents.get(n.name.as_str()).cloned().unwrap_or_default();
+        let entries = node_entries(i.cluster, &n.name);
+        // Windows: [start, first intent) with no intent, then one per intent.
+        let mut bounds: Vec<(Timestamp, Option<&Intent>)> = vec![(i.start, None)];
+        bounds.extend(list.iter().map(|x| (x.at, Some(*x))));
+        for (w, (from, intent)) in bounds.iter().enumerate() {
+            let until = bounds.get(w + 1).map_or(i.end, |b| b.0);
+            // The previous transition's write may land in this window.
+            let carry = match w.checked_sub(1).and_then(|p| bounds[p].1) {
+                Some(prev) => {
+                    node_reached(&entries, &changes, prev.at, prev.state).is_none_or(|d| d > *from)
+                }
+                None => false,
+            };
+            let own = usize::from(intent.is_some()) + usize::from(carry);
+            for e in &entries {
+                let log = changes.get(e).map_or(&[][..], Vec::as_slice);
+                let in_window = log.iter().filter(|c| c.time >= *from && c.time < until);
+                let (outside, ours): (Vec<&Change>, Vec<&Change>) =
+                    in_window.partition(|c| c.outside);
+                if ours.len() > own + outside.len() {
+                    out.push(Violation {
+                        rule: Rule::ChangedTwice,
+                        text: format!(
+                            "{} {}/{} {}: {} changes by cutover between {from} and {until} ({:?}), {} outside",
+                            n.name,
+                            e.0,
+                            e.1,
+                            e.2,
+                            ours.len(),
+                            ours.iter().map(|c| c.state).collect::<Vec<_>>(),
+                            outside.len()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Outside writes against the desired state must be repaired within the self-heal interval
+/// plus the allowance, unless the node's desired state changes first: a `Down` left on a
+/// healthy node is **left down**, a `None` left on a leaving node **late**.
+pub fn outside_repairs(i: &Inputs<'_>) -> Vec<Violation> {
+    let changes = by_entry(i.log);
+    let intents = per_node(i.intents);
+    let owner: HashMap<EntryKey, &str> = i
+        .cluster
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            node_entries(i.cluster, &n.name)
+                .into_iter()
+                .map(move |e| (e, n.name.as_str()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for c in i
+        .log
+        .iter()
+        .filter(|c| c.outside && c.time >= i.start && c.time <= i.end)
+    {
+        let k = key(&c.lb, &c.pool, &c.target);
+        let Some(node) = owner.get(&k) else { continue };
+        let list = intents.get(node).cloned().unwrap_or_default();
+        let desired = list
+            .iter()
+            .take_while(|x| x.at <= c.time)
+            .last()
+            .map_or(State::None, |x| x.state);
+        if c.state == desired {
+            continue;
+        }
+        let next = list.iter().find(|x| x.at > c.time).map_or(i.end, |x| x.at);
+        let deadline = c.time + ms(i.bounds.self_heal_ms) + allowance(i.bounds, i.faults, c.time);
+        let log = changes.get(&k).map_or(&[][..], Vec::as_slice);
+        let repaired = log
+            .iter()
+            .find(|x| x.time > c.time && x.state == desired)
+            .map(|x| x.time);
+        let in_time = repaired.is_some_and(|r| r <= deadline);
+        if !in_time && deadline < next {
+            out.push(Violation {
+                rule: if desired == State::None {
+                    Rule::LeftDown
+                } else {
+                    Rule::Late
+                },
+                text: format!(
+                    "{node} {}/{} {}: outside {:?} at {} {} (want {desired:?} by {deadline})",
+                    c.lb,
+                    c.pool,
+                    c.target,
+                    c.state,
+                    c.time,
+                    repaired.map_or("never repaired".to_string(), |r| format!("repaired at {r}"))
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The **leader flap** rule: every new epoch after the first needs its own explaining fault.
+pub fn leader_flaps(epochs: &[(Timestamp, u64)], faults: &[Active], b: &Bounds) -> Vec<Violation> {
+    // Sampling adds up to a second to when a change is seen.
+    let bound = ms(b.signal_failover_ms + 1000);
+    let mut used = vec![false; faults.len()];
+    let mut out = Vec::new();
+    for (at, epoch) in epochs.iter().skip(1) {
+        let explains = |f: &Active| match f.kind {
+            FaultKind::SignalKill | FaultKind::SignalTerm | FaultKind::LeaseDeleted => {
+                *at >= f.start && *at <= f.start + bound
+            }
+            FaultKind::SignalStop => *at >= f.start && *at <= f.end + bound,
+            _ => false,
+        };
+        match (0..faults.len()).find(|&k| !used[k] && explains(&faults[k])) {
+            Some(k) => used[k] = true,
+            None => out.push(Violation {
+                rule: Rule::LeaderFlap,
+                text: format!("new leadership epoch {epoch} at {at} with no fault to explain it"),
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_700_000_000_000 + ms).unwrap()
+    }
+
+    fn bounds() -> Bounds {
+        Bounds {
+            write_ms: 1000,
+            slack_ms: 1000,
+            retry_after_ms: 1000,
+            backoff_cap_ms: 5000,
+            signal_failover_ms: 6000,
+            actuator_failover_ms: 10_000,
+            watch_recovery_ms: 3000,
+            self_heal_ms: 30_000,
+        }
+    }
+
+    fn fault(kind: FaultKind, start: i64, end: i64) -> Active {
+        Active {
+            kind,
+            start: at(start),
+            end: at(end),
+            param: 0,
+        }
+    }
+
+    /// Every entry of `node` changes to `state` at `ms`.
+    fn node_change(c: &Cluster, node: &str, ms: i64, state: State) -> Vec<Change> {
+        node_entries(c, node)
+            .into_iter()
+            .map(|(lb, pool, target)| Change {
+                time: at(ms),
+                lb,
+                pool,
+                target,
+                state,
+                outside: false,
+            })
+            .collect()
+    }
+
+    fn intent(node: &str, ms: i64, state: State) -> Intent {
+        Intent {
+            node: node.into(),
+            at: at(ms),
+            state,
+        }
+    }
+
+    fn end_views(c: &Cluster, down: &[&str]) -> Vec<EntryView> {
+        c.nodes
+            .iter()
+            .flat_map(|n| {
+                let state = if down.contains(&n.name.as_str()) {
+                    State::Down
+                } else {
+                    State::None
+                };
+                node_entries(c, &n.name)
+                    .into_iter()
+                    .map(move |(lb, pool, target)| EntryView {
+                        lb,
+                        pool,
+                        target,
+                        state,
+                    })
+            })
+            .collect()
+    }
+
+    fn run<'a>(
+        c: &'a Cluster,
+        log: &'a [Change],
+        intents: &'a [Intent],
+        faults: &'a [Active],
+        epochs: &'a [(Timestamp, u64)],
+        end: &'a [EntryView],
+        b: &'a Bounds,
+    ) -> Verdict {
+        judge(&Inputs {
+            cluster: c,
+            log,
+            intents,
+            faults,
+            epochs,
+            end_entries: end,
+            bounds: b,
+            start: at(0),
+            end: at(600_000),
+        })
+    }
+
+    fn rules(v: &Verdict) -> Vec<Rule> {
+        v.violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn allowance_is_the_base_without_faults_and_grows_with_the_faults_it_overlaps() {
+        let b = bounds();
+        assert_eq!(allowance(&b, &[], at(0)), ms(3000));
+        // An outage from -10 s to +20 s: its remaining 20 s plus backoff and a retry hint.
+        let outage = fault(FaultKind::ArmOutage, -10_000, 20_000);
+        assert_eq!(
+            allowance(&b, std::slice::from_ref(&outage), at(0)),
+            ms(3000 + 20_000 + 6000)
+        );
+        // Long over: nothing.
+        assert_eq!(allowance(&b, &[outage], at(60_000)), ms(3000));
+        // A kill 1 s after the start: one failover. A stop covering it: one per edge.
+        let kill = fault(FaultKind::SignalKill, 1000, 4000);
+        assert_eq!(allowance(&b, &[kill], at(0)), ms(3000 + 6000));
+        let stop = fault(FaultKind::ActuatorStop, 1000, 5000);
+        assert_eq!(allowance(&b, &[stop], at(0)), ms(3000 + 20_000));
+        // Widening pulls in a fault that starts after the base window: base 3 s, the kill
+        // makes it 9 s, which reaches the watch drop at +8 s.
+        let chain = [
+            fault(FaultKind::SignalKill, 1000, 1000),
+            fault(FaultKind::WatchDrop, 8000, 8000),
+        ];
+        assert_eq!(allowance(&b, &chain, at(0)), ms(3000 + 6000 + 3000));
+        // Latency of 2 s: three delayed calls.
+        let mut slow = fault(FaultKind::KubeLatency, -5000, 5000);
+        slow.param = 2000;
+        assert_eq!(allowance(&b, &[slow], at(0)), ms(3000 + 6000));
+    }
+
+    #[test]
+    fn a_timely_cut_and_restore_pass_and_an_exact_end_is_clean() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let mut log = node_change(&c, &n, 2500, State::Down);
+        log.extend(node_change(&c, &n, 12_000, State::None));
+        let intents = [intent(&n, 0, State::Down), intent(&n, 10_000, State::None)];
+        let end = end_views(&c, &[]);
+        let b = bounds();
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        let took: Vec<_> = v
+            .transitions
+            .iter()
+            .map(|t| t.took.unwrap().as_millis())
+            .collect();
+        assert_eq!(took, [2500, 2000]);
+    }
+
+    #[test]
+    fn a_slow_cut_is_late_and_a_slow_restore_leaves_a_healthy_node_down() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let mut log = node_change(&c, &n, 4000, State::Down);
+        log.extend(node_change(&c, &n, 25_000, State::None));
+        let intents = [intent(&n, 0, State::Down), intent(&n, 10_000, State::None)];
+        let end = end_views(&c, &[]);
+        let b = bounds();
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert_eq!(
+            rules(&v),
+            [Rule::Late, Rule::LeftDown],
+            "{:?}",
+            v.violations
+        );
+        // The same delays inside an outage's allowance pass.
+        let outage = [fault(FaultKind::ArmOutage, 0, 2000)];
+        let faults = [
+            outage[0].clone(),
+            fault(FaultKind::ArmThrottle, 10_000, 20_000),
+        ];
+        let v = run(&c, &log, &intents, &faults, &[], &end, &b);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    #[test]
+    fn a_restore_never_made_is_left_down_and_breaks_the_end_state() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let log = node_change(&c, &n, 2000, State::Down);
+        let intents = [intent(&n, 0, State::Down), intent(&n, 10_000, State::None)];
+        let end = end_views(&c, &[&n]);
+        let b = bounds();
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        let r = rules(&v);
+        assert!(r.contains(&Rule::LeftDown), "{:?}", v.violations);
+        assert_eq!(r.iter().filter(|r| **r == Rule::EndState).count(), 4);
+    }
+
+    #[test]
+    fn a_superseded_transition_is_not_late_and_its_late_write_is_no_flap() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        // Down at 0, None at 1 s; the Down write lands at 1.5 s, the None at 3 s.
+        let mut log = node_change(&c, &n, 1500, State::Down);
+        log.extend(node_change(&c, &n, 3000, State::None));
+        let intents = [intent(&n, 0, State::Down), intent(&n, 1000, State::None)];
+        let end = end_views(&c, &[]);
+        let b = bounds();
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        assert_eq!(v.transitions[0].took, None);
+    }
+
+    #[test]
+    fn down_none_down_within_one_transition_is_a_flap() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let mut log = node_change(&c, &n, 1000, State::Down);
+        log.extend(node_change(&c, &n, 2000, State::None));
+        log.extend(node_change(&c, &n, 3000, State::Down));
+        let intents = [intent(&n, 0, State::Down)];
+        let end = end_views(&c, &[&n]);
+        let b = bounds();
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert_eq!(rules(&v), [Rule::ChangedTwice; 4], "{:?}", v.violations);
+        // A change with no intent at all (a healthy node touched) is one too.
+        let m = c.nodes[1].name.clone();
+        let log = node_change(&c, &m, 1000, State::Down);
+        let mut log2 = log.clone();
+        log2.extend(node_change(&c, &m, 2000, State::None));
+        let end = end_views(&c, &[]);
+        let v = run(&c, &log2, &[], &[], &[], &end, &b);
+        assert_eq!(rules(&v), [Rule::ChangedTwice; 4], "{:?}", v.violations);
+    }
+
+    #[test]
+    fn outside_writes_are_allowed_one_repair_each_and_must_be_repaired() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let healthy = c.nodes[1].name.clone();
+        let b = bounds();
+        let mut log = node_change(&c, &n, 2000, State::Down);
+        // An outside writer resets one entry of the Down node; cutover repairs it.
+        let mut reset = log[0].clone();
+        reset.time = at(50_000);
+        reset.state = State::None;
+        reset.outside = true;
+        let mut repair = reset.clone();
+        repair.time = at(70_000);
+        repair.state = State::Down;
+        repair.outside = false;
+        log.extend([reset.clone(), repair]);
+        // And sets an entry of a healthy node Down; never repaired.
+        let (lb, pool, target) = node_entries(&c, &healthy).remove(0);
+        log.push(Change {
+            time: at(100_000),
+            lb,
+            pool,
+            target,
+            state: State::Down,
+            outside: true,
+        });
+        let intents = [intent(&n, 0, State::Down)];
+        let mut end = end_views(&c, &[&n]);
+        let stuck = log.last().unwrap();
+        for e in end.iter_mut() {
+            if e.lb == stuck.lb && e.pool == stuck.pool && e.target == stuck.target {
+                e.state = State::Down;
+            }
+        }
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        // The healthy node's entry: left Down, and wrong at the end.
+        assert_eq!(
+            rules(&v),
+            [Rule::LeftDown, Rule::EndState],
+            "{:?}",
+            v.violations
+        );
+        // Repaired within the self-heal interval plus the base: clean.
+        let mut fixed = log.clone();
+        let mut back = fixed.last().unwrap().clone();
+        back.time = at(125_000);
+        back.state = State::None;
+        back.outside = false;
+        fixed.push(back);
+        end = end_views(&c, &[&n]);
+        let v = run(&c, &fixed, &intents, &[], &[], &end, &b);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        // The reset entry left at None: late.
+        let unrepaired: Vec<Change> = log[..log.len() - 2].to_vec();
+        let v = run(&c, &unrepaired, &intents, &[], &[], &end, &b);
+        assert!(rules(&v).contains(&Rule::Late), "{:?}", v.violations);
+    }
+
+    #[test]
+    fn leadership_changes_need_a_fault_each() {
+        let b = bounds();
+        let kill = fault(FaultKind::SignalKill, 10_000, 15_000);
+        let epochs = [(at(0), 1), (at(14_000), 2)];
+        assert!(leader_flaps(&epochs, std::slice::from_ref(&kill), &b).is_empty());
+        // A second change for the same kill, or one with no fault: flaps.
+        let twice = [(at(0), 1), (at(14_000), 2), (at(15_000), 3)];
+        assert_eq!(
+            leader_flaps(&twice, std::slice::from_ref(&kill), &b).len(),
+            1
+        );
+        let unexplained = [(at(0), 1), (at(40_000), 2)];
+        let latency = fault(FaultKind::KubeLatency, 30_000, 50_000);
+        let v = leader_flaps(&unexplained, &[kill, latency], &b);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].rule, Rule::LeaderFlap);
+        // A stop explains a change until a failover after it ends.
+        let stop = fault(FaultKind::SignalStop, 30_000, 45_000);
+        assert!(leader_flaps(&unexplained, &[stop], &b).is_empty());
+    }
+}

@@ -1,0 +1,54 @@
+//! The chaos soak's CI smoke: `chaos_soak --smoke` (100 s, 12 nodes, fast ARM timings, API
+//! latency up to 1 s, faults in the first 60 s) must end with no violation and an exact end state, having injected
+//! faults and judged transitions (a run that did nothing would prove nothing). The rules
+//! themselves are unit-tested to report flaps, late transitions, nodes left Down and
+//! leadership flaps (`judge::chaos`).
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
+use std::process::Command;
+
+/// The first number after the row's name in the printed table.
+fn count(stdout: &str, row: &str) -> usize {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(row))
+        .filter(|rest| rest.starts_with("  "))
+        .find_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no row {row:?}:\n{stdout}"))
+}
+
+#[test]
+fn chaos_smoke_has_no_violations_and_an_exact_end_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos_soak"))
+        .args(["--smoke", "--seed", "1"])
+        .arg(format!("--run-dir={}", dir.path().display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "chaos_soak --smoke failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("verdict: no violations, end state exact"),
+        "{stdout}"
+    );
+    assert_eq!(count(&stdout, "end state not exact"), 0, "{stdout}");
+    assert!(
+        count(&stdout, "all") >= 5,
+        "too few faults injected:\n{stdout}"
+    );
+    assert!(
+        count(&stdout, "cut (-> Down)") >= 5,
+        "too few cuts:\n{stdout}"
+    );
+    assert!(
+        count(&stdout, "restore (-> None)") >= 5,
+        "too few restores:\n{stdout}"
+    );
+}
