@@ -24,6 +24,10 @@ struct Inner {
     /// Whether any stream was ever open: then this replica is not used alone, and a hold
     /// while the stream is away (a leader change) must be retried, not kept in memory.
     ever_linked: bool,
+    /// Before this instant a replica that never had a stream still expects one (it has just
+    /// started, and signal-svc connects within seconds): a hold then waits or is retried,
+    /// never kept in memory only. `None`: no grace (the actuator may be used alone at once).
+    expect_stream_until: Option<Instant>,
     next_link: u64,
     next_request: u64,
     /// Open requests: the link they went up, and who waits for the ack.
@@ -70,6 +74,13 @@ pub enum UplinkError {
 }
 
 impl Uplink {
+    /// For `grace` from now, a hold with no stream yet is retried rather than kept in memory
+    /// only: a replica that restarts in a fleet gets its stream within seconds, and a hold
+    /// kept only here would make it write load balancers another replica owns.
+    pub fn expect_stream_for(&self, grace: std::time::Duration) {
+        self.inner.lock().expect_stream_until = Some(Instant::now() + grace);
+    }
+
     /// A stream of leader `epoch` opened; returns its handle for [`Uplink::unregister`], and
     /// whether it is the first stream this process ever had (memory-only holds end then).
     pub fn register(&self, epoch: u64, tx: Outbound) -> (u64, bool) {
@@ -92,17 +103,27 @@ impl Uplink {
 
     /// Where a tool's hold goes now.
     pub fn route(&self) -> Route {
+        self.route_at(Instant::now()).0
+    }
+
+    /// Where a hold goes at `now`, and until when a `Retry` may turn into `MemoryOnly` by
+    /// itself (the first-stream grace running out).
+    fn route_at(&self, now: Instant) -> (Route, Option<Instant>) {
         let inner = self.inner.lock();
         match (inner.links.is_empty(), inner.ever_linked) {
-            (false, _) => Route::Durable,
-            (true, true) => Route::Retry,
-            (true, false) => Route::MemoryOnly,
+            (false, _) => (Route::Durable, None),
+            (true, true) => (Route::Retry, None),
+            (true, false) => match inner.expect_stream_until.filter(|until| now < *until) {
+                Some(until) => (Route::Retry, Some(until)),
+                None => (Route::MemoryOnly, None),
+            },
         }
     }
 
     /// Like [`Uplink::route`], but while the answer is `Retry` (a stream was lost: a leader
-    /// change, a reconnect after this replica was frozen), waits up to `patience` for a stream
-    /// to come back, so a tool's Set is relayed instead of refused in the usual few seconds.
+    /// change, a reconnect after this replica was frozen; or the first stream is still
+    /// expected), waits up to `patience` for a stream to come, so a tool's Set is relayed
+    /// instead of refused in the usual few seconds.
     pub async fn route_within(&self, patience: std::time::Duration) -> Route {
         let deadline = Instant::now() + patience;
         loop {
@@ -110,12 +131,13 @@ impl Uplink {
             tokio::pin!(notified);
             // Registered before the check, so a stream that registers in between wakes us.
             notified.as_mut().enable();
-            let route = self.route();
+            let (route, changes_at) = self.route_at(Instant::now());
             if route != Route::Retry {
                 return route;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Route::Retry;
+            let wake = changes_at.map_or(deadline, |at| at.min(deadline));
+            if tokio::time::timeout_at(wake, notified).await.is_err() && wake >= deadline {
+                return self.route();
             }
         }
     }
@@ -220,6 +242,44 @@ mod tests {
         );
         assert!(started.elapsed() < Duration::from_secs(1));
         drop(later.await);
+    }
+
+    #[tokio::test]
+    async fn a_fresh_replica_expects_its_first_stream_before_keeping_holds_in_memory() {
+        let up = std::sync::Arc::new(Uplink::default());
+        up.expect_stream_for(Duration::from_millis(300));
+        assert_eq!(up.route(), Route::Retry);
+        // No stream comes: memory only once the grace ran out, within the patience.
+        let started = Instant::now();
+        assert_eq!(
+            up.route_within(Duration::from_secs(5)).await,
+            Route::MemoryOnly
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // A stream that comes during the grace takes the hold.
+        let up = std::sync::Arc::new(Uplink::default());
+        up.expect_stream_for(Duration::from_secs(30));
+        let later = tokio::spawn({
+            let up = up.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let (tx, rx) = mpsc::channel(8);
+                assert!(up.register(1, tx).1);
+                rx
+            }
+        });
+        assert_eq!(
+            up.route_within(Duration::from_secs(5)).await,
+            Route::Durable
+        );
+        drop(later.await);
+        // Patience shorter than the grace: retried.
+        let up = Uplink::default();
+        up.expect_stream_for(Duration::from_secs(30));
+        assert_eq!(
+            up.route_within(Duration::from_millis(50)).await,
+            Route::Retry
+        );
     }
 
     #[tokio::test]

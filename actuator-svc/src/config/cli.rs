@@ -134,6 +134,11 @@ pub struct Args {
     /// nodes waiting on it, with a metric; tracking goes on.
     #[arg(long, env = "ACTUATOR_OPERATION_SLOW_AFTER", default_value = "60s", value_parser = parse_duration)]
     pub operation_slow_after: Duration,
+    /// After start, how long a tool hold with no signal-svc stream yet waits for the first
+    /// stream (or is refused as retryable) instead of being kept in this replica's memory
+    /// only; 0s for an actuator used without signal-svc.
+    #[arg(long, env = "ACTUATOR_FIRST_STREAM_GRACE", default_value = "15s", value_parser = parse_duration)]
+    pub first_stream_grace: Duration,
     /// How often pools are re-read and drifted entries repaired.
     #[arg(long, env = "ACTUATOR_SELF_HEAL_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub self_heal_interval: Duration,

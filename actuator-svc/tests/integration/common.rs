@@ -111,6 +111,9 @@ pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
         "10s",
         "--identity",
         "test-actuator",
+        // Most tests use the actuator alone: a tool hold is kept in memory at once.
+        "--first-stream-grace",
+        "0s",
     ]
     .iter()
     .map(|s| s.to_string())

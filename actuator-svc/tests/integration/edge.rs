@@ -36,7 +36,17 @@ async fn hostile_input_is_refused_before_it_reaches_the_store() {
     let (sim, cluster) = start_sim("aks").await;
     // No background refresh during the test: every ARM call would be one of ours.
     let mut a = start_actuator(&sim, &cluster, &["--pool-refresh-interval", "1h"]).await;
-    let reads_before = sim.requests().len();
+    // Start-up reads may still be in flight just after readiness (seen on a loaded machine):
+    // count from once they settled.
+    let mut reads_before = sim.requests().len();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let now = sim.requests().len();
+        if now == reads_before {
+            break;
+        }
+        reads_before = now;
+    }
 
     let megabyte = "a".repeat(1 << 20);
     let hostile = [
