@@ -67,7 +67,11 @@ impl http_body::Body for ChunkBody {
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.get_mut().next_chunk().map(|c| Ok(http_body::Frame::data(c))))
+        Poll::Ready(
+            self.get_mut()
+                .next_chunk()
+                .map(|c| Ok(http_body::Frame::data(c))),
+        )
     }
 
     fn is_end_stream(&self) -> bool {

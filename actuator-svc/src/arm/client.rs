@@ -14,10 +14,10 @@ use super::budget::{Budget, Class, Verdict};
 use super::error::ArmError;
 use super::scan::{LbState, Scanner};
 use super::splice::Spliced;
-use crate::index::{self, NicMap};
-use crate::metrics::Metrics;
 use super::transport::Transport;
 use crate::credentials::Credential;
+use crate::index::{self, NicMap};
+use crate::metrics::Metrics;
 use http::{HeaderMap, Method};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
@@ -181,9 +181,7 @@ async fn read_body(
 }
 
 /// The next data frame of a body (trailers are skipped).
-async fn next_data(
-    body: &mut hyper::body::Incoming,
-) -> Option<Result<bytes::Bytes, hyper::Error>> {
+async fn next_data(body: &mut hyper::body::Incoming) -> Option<Result<bytes::Bytes, hyper::Error>> {
     loop {
         match body.frame().await? {
             Ok(frame) => match frame.into_data() {

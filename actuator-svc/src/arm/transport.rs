@@ -60,7 +60,9 @@ impl std::fmt::Debug for Transport {
 }
 
 /// Reads every certificate of a PEM file (the `--azure-ca-file` flag).
-pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+pub fn read_ca_file(
+    path: &std::path::Path,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
     let bad = |message: String| TransportError::Ca {
         path: path.display().to_string(),
         message,
@@ -168,9 +170,9 @@ impl HttpClient for Transport {
                 );
             }
         }
-        let stream = body.into_data_stream().map(|chunk| {
-            chunk.map_err(|e| io_error(format!("response body: {e}")))
-        });
+        let stream = body
+            .into_data_stream()
+            .map(|chunk| chunk.map_err(|e| io_error(format!("response body: {e}"))));
         Ok(AsyncRawResponse::new(
             StatusCode::from(parts.status.as_u16()),
             headers,

@@ -72,9 +72,7 @@ impl fmt::Debug for CredentialChoice {
                 .field("client_id", client_id)
                 .field("token_file", token_file)
                 .finish(),
-            Self::ManagedIdentity {
-                user_assigned_id,
-            } => f
+            Self::ManagedIdentity { user_assigned_id } => f
                 .debug_struct("ManagedIdentity")
                 .field("user_assigned_id", user_assigned_id)
                 .finish(),

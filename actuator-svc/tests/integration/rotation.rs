@@ -11,9 +11,9 @@ use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 /// One CA with a server certificate for `localhost` and a signal-svc client certificate.
@@ -293,10 +293,7 @@ async fn a_rotated_federated_token_file_is_used_for_the_next_token_request() {
     .unwrap();
     assert!(cred.token(SCOPE).await.is_err(), "a stale assertion");
     std::fs::write(&token_file, format!("{}\n", sim.federated_token())).unwrap();
-    assert!(
-        cred.token(SCOPE).await.is_ok(),
-        "the rotated assertion"
-    );
+    assert!(cred.token(SCOPE).await.is_ok(), "the rotated assertion");
     // The kubelet truncates before writing: an empty file keeps the last assertion.
     std::fs::write(&token_file, "").unwrap();
     cred.invalidate();

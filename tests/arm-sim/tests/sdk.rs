@@ -148,7 +148,10 @@ impl azure_core_legacy::HttpClient for HyperHttp {
             )
             .await
             .map_err(|e| {
-                azure_core_legacy::Error::with_message(azure_core_legacy::error::ErrorKind::Io, || e)
+                azure_core_legacy::Error::with_message(
+                    azure_core_legacy::error::ErrorKind::Io,
+                    || e,
+                )
             })?;
         let mut h = Headers::new();
         for (k, v) in rsp_headers {
