@@ -94,9 +94,11 @@ pub fn build(
 ) -> Result<Arc<Credential>, CredentialError> {
     let mut cloud = CustomConfiguration::default();
     cloud.authority_host = authority.as_str().trim_end_matches('/').to_string();
-    let mut options = ClientOptions::default();
-    options.transport = Some(azure_core::http::Transport::new(Arc::new(http)));
-    options.cloud = Some(Arc::new(CloudConfiguration::from(cloud)));
+    let options = ClientOptions {
+        transport: Some(azure_core::http::Transport::new(Arc::new(http))),
+        cloud: Some(Arc::new(CloudConfiguration::from(cloud))),
+        ..Default::default()
+    };
     let kind = match choice {
         CredentialChoice::ClientSecret { client_id, secret } => Kind::ClientSecret {
             tenant_id: tenant_id.to_string(),
@@ -242,10 +244,10 @@ impl Credential {
                 }),
             )?,
             Kind::ManagedIdentity { id } => {
-                let mut mi = ManagedIdentityCredentialOptions::default();
-                mi.user_assigned_id = id.clone();
-                mi.client_options = options;
-                ManagedIdentityCredential::new(Some(mi))?
+                ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
+                    user_assigned_id: id.clone(),
+                    client_options: options,
+                }))?
             }
         };
         *current = Some(built.clone());

@@ -11,9 +11,9 @@ mod common;
 
 use azure_core::credentials::TokenCredential;
 use azure_identity::{
-    ClientSecretCredential, ClientSecretCredentialOptions, ManagedIdentityCredential,
-    ManagedIdentityCredentialOptions, UserAssignedId, WorkloadIdentityCredential,
-    WorkloadIdentityCredentialOptions,
+    ClientAssertionCredentialOptions, ClientSecretCredential, ClientSecretCredentialOptions,
+    ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId,
+    WorkloadIdentityCredential, WorkloadIdentityCredentialOptions,
 };
 use azure_mgmt_network::package_2024_03::{Client, models};
 use common::*;
@@ -141,7 +141,7 @@ impl azure_core_legacy::HttpClient for HyperHttp {
             .collect();
         let (status, rsp_headers, body) = self
             .send(
-                &request.method().to_string(),
+                request.method().as_ref(),
                 request.url().as_str(),
                 headers,
                 body.clone(),
@@ -201,10 +201,11 @@ fn http(sim: &arm_sim::ArmSim) -> HyperHttp {
 fn client_options(sim: &arm_sim::ArmSim) -> azure_core::http::ClientOptions {
     let mut cloud = azure_core::cloud::CustomConfiguration::default();
     cloud.authority_host = sim.aad_authority();
-    let mut o = azure_core::http::ClientOptions::default();
-    o.transport = Some(azure_core::http::Transport::new(Arc::new(http(sim))));
-    o.cloud = Some(Arc::new(cloud.into()));
-    o
+    azure_core::http::ClientOptions {
+        transport: Some(azure_core::http::Transport::new(Arc::new(http(sim)))),
+        cloud: Some(Arc::new(cloud.into())),
+        ..Default::default()
+    }
 }
 
 fn mgmt_client(sim: &arm_sim::ArmSim, credential: Arc<dyn TokenCredential>) -> Client {
@@ -408,12 +409,15 @@ async fn workload_identity_credential_gets_tokens_from_the_sim() {
     let token_file = dir.path().join("azure-identity-token");
     std::fs::write(&token_file, sim.federated_token()).unwrap();
     let wi = |path: std::path::PathBuf| {
-        let mut o = WorkloadIdentityCredentialOptions::default();
-        o.credential_options.client_options = client_options(&sim);
-        o.tenant_id = Some(c.tenant_id.clone());
-        o.client_id = Some(c.client_id.clone());
-        o.token_file_path = Some(path);
-        WorkloadIdentityCredential::new(Some(o)).unwrap()
+        WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
+            credential_options: ClientAssertionCredentialOptions {
+                client_options: client_options(&sim),
+            },
+            tenant_id: Some(c.tenant_id.clone()),
+            client_id: Some(c.client_id.clone()),
+            token_file_path: Some(path),
+        }))
+        .unwrap()
     };
     let client = mgmt_client(&sim, wi(token_file));
     let lb = client
@@ -489,12 +493,16 @@ async fn managed_identity_child() {
     let ca = std::fs::read_to_string(std::env::var("ARM_SIM_CA").expect("ARM_SIM_CA")).unwrap();
     let client_id = std::env::var("ARM_SIM_MI_CLIENT_ID").expect("ARM_SIM_MI_CLIENT_ID");
     let mi = |id: Option<UserAssignedId>| {
-        let mut o = ManagedIdentityCredentialOptions::default();
-        o.user_assigned_id = id;
-        o.client_options.transport = Some(azure_core::http::Transport::new(Arc::new(
-            HyperHttp::trusting(&ca),
-        )));
-        ManagedIdentityCredential::new(Some(o)).unwrap()
+        ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
+            user_assigned_id: id,
+            client_options: azure_core::http::ClientOptions {
+                transport: Some(azure_core::http::Transport::new(Arc::new(
+                    HyperHttp::trusting(&ca),
+                ))),
+                ..Default::default()
+            },
+        }))
+        .unwrap()
     };
     // System-assigned, and the user-assigned identity named by its client id.
     for id in [None, Some(UserAssignedId::ClientId(client_id))] {
