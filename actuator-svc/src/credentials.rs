@@ -400,3 +400,38 @@ impl FileWatch {
         self.hash = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_assigned_identity_is_a_resource_id_or_else_a_client_id() {
+        let rid = "/SUBSCRIPTIONS/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/agentpool";
+        assert!(matches!(user_assigned(rid), UserAssignedId::ResourceId(r) if r == rid));
+        assert!(matches!(
+            user_assigned("0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e"),
+            UserAssignedId::ClientId(c) if c == "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e"
+        ));
+    }
+
+    #[test]
+    fn the_assertion_follows_the_file_and_survives_an_empty_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        assert!(matches!(
+            FileAssertion::new(path.clone(), Duration::ZERO),
+            Err(CredentialError::TokenFile { .. })
+        ));
+        std::fs::write(&path, "first.jwt\n").unwrap();
+        let a = FileAssertion::new(path.clone(), Duration::ZERO).unwrap();
+        assert_eq!(a.assertion().as_deref(), Some("first.jwt"));
+        std::fs::write(&path, "second.jwt").unwrap();
+        assert_eq!(a.assertion().as_deref(), Some("second.jwt"));
+        // The kubelet truncates before writing: the previous assertion stays.
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(a.clone().assertion().as_deref(), Some("second.jwt"));
+        // Debug never shows the assertion.
+        assert!(!format!("{a:?}").contains("second.jwt"));
+    }
+}
