@@ -71,6 +71,8 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("azure.json");
     std::fs::write(&config, cluster.azure_json().to_string()).unwrap();
+    let ca = dir.path().join("ca.pem");
+    sim.write_ca(&ca).unwrap();
     let args = Args::try_parse_from([
         "actuator-svc",
         "--cloud-config",
@@ -78,7 +80,9 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
         "--arm-endpoint",
         sim.url(),
         "--aad-authority",
-        sim.url(),
+        &sim.aad_authority(),
+        "--azure-ca-file",
+        ca.to_str().unwrap(),
         "--grpc-listen",
         "127.0.0.1:0",
         "--admin-listen",

@@ -1,32 +1,40 @@
-//! Azure AD credentials, chosen as cloud-provider-azure does (`config::azure_json`):
-//! workload identity > managed identity > client secret.
+//! Azure AD credentials from azure_identity 1.x, chosen as cloud-provider-azure does
+//! (`config::azure_json`): workload identity > managed identity > client secret.
 //!
-//! azure_identity 0.21 covers the client secret (fixed at creation), workload identity (but
-//! reads the projected token file only once) and system-assigned managed identity (IMDS, or
-//! `IDENTITY_ENDPOINT` App-Service style). Small wrappers fill the gaps:
-//! [`RotatingClientSecret`] takes a new `aadClientSecret` from the cloud-config file when it
-//! changes, [`RotatingWorkloadIdentity`] re-reads the token file when it changes, and
-//! [`UserAssignedManagedIdentity`] adds `client_id=` to the managed-identity request, which
-//! 0.21 cannot express.
+//! - Client secret: `ClientSecretCredential`. A rotated `aadClientSecret` in the cloud-config
+//!   file is picked up without a restart: the credential is rebuilt with it.
+//! - Workload identity: `ClientAssertionCredential` with [`FileAssertion`], which reads the
+//!   projected service-account token again whenever it changed (azure_identity's own
+//!   `WorkloadIdentityCredential` re-reads it only every 10 minutes).
+//! - Managed identity: `ManagedIdentityCredential` (IMDS, or the App Service endpoint when
+//!   `IDENTITY_ENDPOINT` and `IDENTITY_HEADER` are set, as azure_identity decides), with the
+//!   user-assigned identity `userAssignedIdentityID` names: a client ID, or an ARM resource ID
+//!   (cloud-provider-azure tells them apart the same way).
 //!
-//! Tokens are cached by azure_identity and fetched again 20 s before they expire (its
-//! `TokenCache`); the managed-identity wrapper refreshes 2 minutes before.
+//! Every request goes through the project's one HTTP client ([`Transport`]); the AAD
+//! authority is set as a custom cloud, so only endpoints change between Azure and the
+//! simulators. Tokens are cached by azure_identity and fetched again 5 minutes before they
+//! expire. A 401 from ARM makes [`Credential::invalidate`] drop the credential and its cache,
+//! so the next call asks AAD again (azure_core 1.x has no `clear_cache`).
 
+use crate::arm::transport::Transport;
 use crate::config::azure_json::{self, CredentialChoice, EnvOverrides};
-use azure_core::auth::{AccessToken, Secret, TokenCredential};
+use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
+use azure_core::credentials::{AccessToken, Secret, TokenCredential};
 use azure_core::error::{Error, ErrorKind};
-use azure_core::{HttpClient, Method, Request, Url};
+use azure_core::http::{ClientMethodOptions, ClientOptions};
 use azure_identity::{
-    AppServiceManagedIdentityCredential, ClientSecretCredential, TokenCredentialOptions,
-    VirtualMachineManagedIdentityCredential, WorkloadIdentityCredential,
+    ClientAssertion, ClientAssertionCredential, ClientAssertionCredentialOptions,
+    ClientSecretCredential, ClientSecretCredentialOptions, ManagedIdentityCredential,
+    ManagedIdentityCredentialOptions, UserAssignedId,
 };
 use parking_lot::Mutex;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use time::OffsetDateTime;
 use tokio::time::Instant;
+use url::Url;
 
 /// A credential that cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +44,10 @@ pub enum CredentialError {
         path: String,
         source: std::io::Error,
     },
-    #[error("IDENTITY_ENDPOINT: {0}")]
-    IdentityEndpoint(String),
+    #[error("managed identity: {0}")]
+    ManagedIdentity(String),
+    #[error("{0}")]
+    Identity(String),
 }
 
 /// How often the secret-bearing files are compared with what was last read. A mounted Secret
@@ -73,97 +83,271 @@ impl std::fmt::Debug for Sources {
     }
 }
 
-/// Builds the credential for `choice`.
+/// Builds the credential for `choice`; its token requests go to `authority` (AAD) or the
+/// managed-identity endpoint through `http`.
 pub fn build(
     choice: &CredentialChoice,
     tenant_id: &str,
     authority: &Url,
-    http: Arc<dyn HttpClient>,
+    http: Transport,
     sources: Sources,
-) -> Result<Arc<dyn TokenCredential>, CredentialError> {
-    let identity_endpoint = std::env::var("IDENTITY_ENDPOINT")
-        .ok()
-        .filter(|s| !s.is_empty());
-    Ok(match choice {
-        CredentialChoice::ClientSecret { client_id, secret } => {
-            let cred = Arc::new(ClientSecretCredential::new(
-                http.clone(),
-                authority.clone(),
-                tenant_id.to_string(),
-                client_id.clone(),
-                secret.clone(),
-            ));
-            match sources.cloud_config {
-                None => cred,
-                Some(file) => {
-                    let watch = FileWatch::new(file.path.clone(), sources.reread_every);
-                    Arc::new(RotatingClientSecret {
-                        http,
-                        authority: authority.clone(),
-                        tenant_id: tenant_id.to_string(),
-                        file,
-                        state: Mutex::new((watch, cred)),
-                    })
-                }
-            }
-        }
+) -> Result<Arc<Credential>, CredentialError> {
+    let mut cloud = CustomConfiguration::default();
+    cloud.authority_host = authority.as_str().trim_end_matches('/').to_string();
+    let options = ClientOptions {
+        transport: Some(azure_core::http::Transport::new(Arc::new(http))),
+        cloud: Some(Arc::new(CloudConfiguration::from(cloud))),
+        ..Default::default()
+    };
+    let kind = match choice {
+        CredentialChoice::ClientSecret { client_id, secret } => Kind::ClientSecret {
+            tenant_id: tenant_id.to_string(),
+            client_id: client_id.clone(),
+            secret: Secret::new(secret.clone()),
+            file: sources.cloud_config.map(|file| {
+                let mut watch = FileWatch::new(file.path.clone(), sources.reread_every);
+                // The content at start-up is the one already parsed.
+                let _ = watch.changed();
+                (watch, file)
+            }),
+        },
         CredentialChoice::WorkloadIdentity {
             client_id,
             token_file,
-        } => {
-            // Fail at start-up, naming the file, rather than at the first token request.
-            std::fs::read_to_string(token_file).map_err(|source| CredentialError::TokenFile {
-                path: token_file.clone(),
-                source,
-            })?;
-            Arc::new(RotatingWorkloadIdentity {
-                http,
-                authority: authority.clone(),
-                tenant_id: tenant_id.to_string(),
-                client_id: client_id.clone(),
-                token_file: token_file.clone(),
-                current: Mutex::new((
-                    FileWatch::new(token_file.into(), sources.reread_every),
-                    None,
-                )),
-            })
+        } => Kind::WorkloadIdentity {
+            tenant_id: tenant_id.to_string(),
+            client_id: client_id.clone(),
+            assertion: FileAssertion::new(token_file.into(), sources.reread_every)?,
+        },
+        CredentialChoice::ManagedIdentity { user_assigned_id } => Kind::ManagedIdentity {
+            id: user_assigned_id.as_deref().map(user_assigned),
+        },
+    };
+    let cred = Credential {
+        options,
+        kind: Mutex::new(kind),
+        current: Mutex::new(None),
+    };
+    // Fail at start-up, naming the problem, rather than at the first token request.
+    cred.current().map_err(|e| match choice {
+        CredentialChoice::ManagedIdentity { .. } => CredentialError::ManagedIdentity(e.to_string()),
+        _ => CredentialError::Identity(e.to_string()),
+    })?;
+    Ok(Arc::new(cred))
+}
+
+/// `userAssignedIdentityID` as cloud-provider-azure reads it: an ARM resource ID
+/// (`/subscriptions/...`) or else a client ID.
+pub fn user_assigned(id: &str) -> UserAssignedId {
+    if id.to_ascii_lowercase().starts_with("/subscriptions/") {
+        UserAssignedId::ResourceId(id.to_string())
+    } else {
+        UserAssignedId::ClientId(id.to_string())
+    }
+}
+
+/// What the azure_identity credential is built from.
+enum Kind {
+    ClientSecret {
+        tenant_id: String,
+        client_id: String,
+        secret: Secret,
+        /// The cloud-config file a rotated secret is read from, if any.
+        file: Option<(FileWatch, CloudConfigFile)>,
+    },
+    WorkloadIdentity {
+        tenant_id: String,
+        client_id: String,
+        assertion: FileAssertion,
+    },
+    ManagedIdentity {
+        id: Option<UserAssignedId>,
+    },
+}
+
+/// The service's credential: one azure_identity credential, rebuilt (with an empty token
+/// cache) when its secret rotates or after [`Credential::invalidate`].
+pub struct Credential {
+    options: ClientOptions,
+    kind: Mutex<Kind>,
+    current: Mutex<Option<Arc<dyn TokenCredential>>>,
+}
+
+impl std::fmt::Debug for Credential {
+    // Names the kind only: the secret stays out of every log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &*self.kind.lock() {
+            Kind::ClientSecret { .. } => "client secret",
+            Kind::WorkloadIdentity { .. } => "workload identity",
+            Kind::ManagedIdentity { .. } => "managed identity",
+        };
+        f.debug_struct("Credential")
+            .field("kind", &kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credential {
+    /// A token for `scope`, cached by azure_identity until 5 minutes before it expires.
+    pub async fn token(&self, scope: &str) -> azure_core::Result<AccessToken> {
+        let cred = self.current()?;
+        cred.get_token(&[scope], None).await
+    }
+
+    /// Forgets the cached token (and reads rotating files again now): after a 401 the next
+    /// call asks AAD for a new one.
+    pub fn invalidate(&self) {
+        match &mut *self.kind.lock() {
+            Kind::ClientSecret {
+                file: Some((watch, _)),
+                ..
+            } => watch.reset(),
+            Kind::WorkloadIdentity { assertion, .. } => assertion.watch.lock().reset(),
+            _ => {}
         }
-        CredentialChoice::ManagedIdentity {
-            user_assigned_client_id: Some(client_id),
-        } => {
-            let (endpoint, api_version) = match &identity_endpoint {
-                Some(e) => (
-                    Url::parse(e).map_err(|e| CredentialError::IdentityEndpoint(e.to_string()))?,
-                    "2019-08-01",
-                ),
-                None => (
-                    Url::parse("http://169.254.169.254/metadata/identity/oauth2/token")
-                        .map_err(|e| CredentialError::IdentityEndpoint(e.to_string()))?,
-                    "2018-02-01",
-                ),
-            };
-            Arc::new(UserAssignedManagedIdentity {
-                http,
-                endpoint,
-                api_version,
-                client_id: client_id.clone(),
-                cache: Mutex::new(None),
-            })
+        *self.current.lock() = None;
+    }
+
+    /// The credential in use, built or rebuilt first if needed.
+    fn current(&self) -> azure_core::Result<Arc<dyn TokenCredential>> {
+        let mut kind = self.kind.lock();
+        let rotated = rotate_secret(&mut kind);
+        let mut current = self.current.lock();
+        if let Some(c) = current.as_ref().filter(|_| !rotated) {
+            return Ok(c.clone());
         }
-        CredentialChoice::ManagedIdentity {
-            user_assigned_client_id: None,
-        } => {
-            let options = TokenCredentialOptions::from(http);
-            if identity_endpoint.is_some() {
-                Arc::new(
-                    AppServiceManagedIdentityCredential::create(options)
-                        .map_err(|e| CredentialError::IdentityEndpoint(e.to_string()))?,
-                )
-            } else {
-                Arc::new(VirtualMachineManagedIdentityCredential::new(options))
+        let options = self.options.clone();
+        let built: Arc<dyn TokenCredential> = match &*kind {
+            Kind::ClientSecret {
+                tenant_id,
+                client_id,
+                secret,
+                ..
+            } => ClientSecretCredential::new(
+                tenant_id,
+                client_id.clone(),
+                secret.clone(),
+                Some(ClientSecretCredentialOptions {
+                    client_options: options,
+                }),
+            )?,
+            Kind::WorkloadIdentity {
+                tenant_id,
+                client_id,
+                assertion,
+            } => ClientAssertionCredential::new(
+                tenant_id.clone(),
+                client_id.clone(),
+                assertion.clone(),
+                Some(ClientAssertionCredentialOptions {
+                    client_options: options,
+                }),
+            )?,
+            Kind::ManagedIdentity { id } => {
+                ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
+                    user_assigned_id: id.clone(),
+                    client_options: options,
+                }))?
             }
+        };
+        *current = Some(built.clone());
+        Ok(built)
+    }
+}
+
+/// Takes a new `aadClientSecret` from the cloud-config file when it changed; true if the
+/// secret in use changed. An unparsable file (being rewritten) or one that now names another
+/// kind of credential is logged and the previous secret kept.
+fn rotate_secret(kind: &mut Kind) -> bool {
+    let Kind::ClientSecret {
+        client_id,
+        secret,
+        file: Some((watch, file)),
+        ..
+    } = kind
+    else {
+        return false;
+    };
+    let Some(text) = watch.changed() else {
+        return false;
+    };
+    let path = file.path.display();
+    match azure_json::parse(&text, &file.cluster_name, &file.env) {
+        Ok(cfg) => match cfg.credential {
+            CredentialChoice::ClientSecret {
+                client_id: id,
+                secret: new,
+            } => {
+                *client_id = id;
+                *secret = Secret::new(new);
+                tracing::debug!(%path, "cloud-config read again; client secret in use");
+                return true;
+            }
+            other => {
+                tracing::warn!(%path, credential = ?other, "cloud-config now names another kind of credential; a restart is needed to use it, keeping the client secret")
+            }
+        },
+        // Once logged, the same bad content is not reported again (the hash is kept).
+        Err(e) => {
+            tracing::warn!(%path, error = %e, "changed cloud-config is not usable; keeping the previous client secret")
         }
-    })
+    }
+    false
+}
+
+/// The projected service-account token of workload identity, read again whenever the file
+/// changed (the kubelet rotates it). An empty file is a projection being written: the
+/// previous assertion stays in use. Clones share the file state.
+#[derive(Clone)]
+pub struct FileAssertion {
+    path: PathBuf,
+    watch: Arc<Mutex<FileWatch>>,
+    current: Arc<Mutex<Option<Secret>>>,
+}
+
+impl std::fmt::Debug for FileAssertion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileAssertion")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileAssertion {
+    /// Reads the file now: a missing token file stops start-up, naming it.
+    pub fn new(path: PathBuf, reread_every: Duration) -> Result<Self, CredentialError> {
+        std::fs::read_to_string(&path).map_err(|source| CredentialError::TokenFile {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Self {
+            watch: Arc::new(Mutex::new(FileWatch::new(path.clone(), reread_every))),
+            path,
+            current: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    fn assertion(&self) -> Option<String> {
+        let mut current = self.current.lock();
+        if let Some(text) = self.watch.lock().changed()
+            && !text.trim().is_empty()
+        {
+            *current = Some(Secret::new(text.trim().to_string()));
+        }
+        current.as_ref().map(|s| s.secret().to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl ClientAssertion for FileAssertion {
+    async fn secret(&self, _: Option<ClientMethodOptions<'_>>) -> azure_core::Result<String> {
+        self.assertion().ok_or_else(|| {
+            Error::with_message(
+                ErrorKind::Credential,
+                format!("no service-account token in {}", self.path.display()),
+            )
+        })
+    }
 }
 
 /// Notices when a file's content changes, reading it at most every `every`. Keeps only a
@@ -217,201 +401,37 @@ impl FileWatch {
     }
 }
 
-/// A service-principal secret that follows the cloud-config file: a rotated `aadClientSecret`
-/// is used from the next token request on, without a restart. An unparsable file (being
-/// rewritten) or one that no longer names a client secret is logged and the previous secret
-/// kept.
-pub struct RotatingClientSecret {
-    http: Arc<dyn HttpClient>,
-    authority: Url,
-    tenant_id: String,
-    file: CloudConfigFile,
-    state: Mutex<(FileWatch, Arc<ClientSecretCredential>)>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl std::fmt::Debug for RotatingClientSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RotatingClientSecret")
-            .field("cloud_config", &self.file.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RotatingClientSecret {
-    fn credential(&self) -> Arc<ClientSecretCredential> {
-        let mut state = self.state.lock();
-        let Some(text) = state.0.changed() else {
-            return state.1.clone();
-        };
-        let path = self.file.path.display();
-        match azure_json::parse(&text, &self.file.cluster_name, &self.file.env) {
-            Ok(cfg) => match cfg.credential {
-                CredentialChoice::ClientSecret { client_id, secret } => {
-                    state.1 = Arc::new(ClientSecretCredential::new(
-                        self.http.clone(),
-                        self.authority.clone(),
-                        self.tenant_id.clone(),
-                        client_id,
-                        secret,
-                    ));
-                    tracing::debug!(%path, "cloud-config read again; client secret in use");
-                }
-                other => {
-                    tracing::warn!(%path, credential = ?other, "cloud-config now names another kind of credential; a restart is needed to use it, keeping the client secret")
-                }
-            },
-            // Once logged, the same bad content is not reported again (the hash is kept).
-            Err(e) => {
-                tracing::warn!(%path, error = %e, "changed cloud-config is not usable; keeping the previous client secret")
-            }
-        }
-        state.1.clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl TokenCredential for RotatingClientSecret {
-    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
-        let c = self.credential();
-        c.get_token(scopes).await
+    #[test]
+    fn user_assigned_identity_is_a_resource_id_or_else_a_client_id() {
+        let rid = "/SUBSCRIPTIONS/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/agentpool";
+        assert!(matches!(user_assigned(rid), UserAssignedId::ResourceId(r) if r == rid));
+        assert!(matches!(
+            user_assigned("0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e"),
+            UserAssignedId::ClientId(c) if c == "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e"
+        ));
     }
 
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        // A 401 may mean the secret was rotated and the old one revoked: look again now.
-        let c = {
-            let mut state = self.state.lock();
-            state.0.reset();
-            state.1.clone()
-        };
-        c.clear_cache().await
-    }
-}
-
-/// Workload identity that re-reads the projected service-account token (the kubelet rotates
-/// it) when its content changes; azure_identity's own credential reads it once.
-#[derive(Debug)]
-pub struct RotatingWorkloadIdentity {
-    http: Arc<dyn HttpClient>,
-    authority: Url,
-    tenant_id: String,
-    client_id: String,
-    token_file: String,
-    current: Mutex<(FileWatch, Option<Arc<WorkloadIdentityCredential>>)>,
-}
-
-impl RotatingWorkloadIdentity {
-    fn credential(&self) -> azure_core::Result<Arc<WorkloadIdentityCredential>> {
-        let mut cur = self.current.lock();
-        let changed = cur.0.changed().filter(|t| {
-            // An empty file is a projection being written; keep the previous assertion.
-            !t.trim().is_empty() || cur.1.is_none()
-        });
-        if let Some(assertion) = changed {
-            cur.1 = Some(Arc::new(WorkloadIdentityCredential::new(
-                self.http.clone(),
-                self.authority.clone(),
-                self.tenant_id.clone(),
-                self.client_id.clone(),
-                assertion.trim().to_string(),
-            )));
-        }
-        cur.1.clone().ok_or_else(|| {
-            Error::with_message(ErrorKind::Credential, || {
-                format!("cannot read {}", self.token_file)
-            })
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl TokenCredential for RotatingWorkloadIdentity {
-    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
-        let c = self.credential()?;
-        c.get_token(scopes).await
-    }
-
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        let c = {
-            let mut cur = self.current.lock();
-            cur.0.reset();
-            cur.1.clone()
-        };
-        match c {
-            Some(c) => c.clear_cache().await,
-            None => Ok(()),
-        }
-    }
-}
-
-/// Managed identity with a user-assigned client ID (`userAssignedIdentityID`).
-#[derive(Debug)]
-pub struct UserAssignedManagedIdentity {
-    http: Arc<dyn HttpClient>,
-    endpoint: Url,
-    api_version: &'static str,
-    client_id: String,
-    cache: Mutex<Option<AccessToken>>,
-}
-
-#[derive(serde::Deserialize)]
-struct MsiToken {
-    access_token: String,
-    expires_on: String,
-}
-
-#[async_trait::async_trait]
-impl TokenCredential for UserAssignedManagedIdentity {
-    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
-        if let Some(t) = self.cache.lock().as_ref()
-            && t.expires_on > OffsetDateTime::now_utc() + time::Duration::minutes(2)
-        {
-            return Ok(t.clone());
-        }
-        let resource = scopes
-            .first()
-            .map(|s| s.trim_end_matches("/.default"))
-            .unwrap_or_default();
-        let mut url = self.endpoint.clone();
-        url.query_pairs_mut()
-            .append_pair("api-version", self.api_version)
-            .append_pair("resource", resource)
-            .append_pair("client_id", &self.client_id);
-        let mut req = Request::new(url, Method::Get);
-        req.insert_header("metadata", "true");
-        if let Ok(secret) = std::env::var("IDENTITY_HEADER") {
-            req.insert_header("x-identity-header", secret);
-        }
-        let rsp = self.http.execute_request(&req).await?;
-        let (status, _, body) = rsp.deconstruct();
-        let body = body.collect().await?;
-        if !status.is_success() {
-            return Err(Error::with_message(ErrorKind::Credential, || {
-                format!(
-                    "managed identity endpoint answered {status}: {}",
-                    String::from_utf8_lossy(&body)
-                )
-            }));
-        }
-        let t: MsiToken = serde_json::from_slice(&body).map_err(|e| {
-            Error::with_message(ErrorKind::Credential, || {
-                format!("managed identity token: {e}")
-            })
-        })?;
-        let secs: i64 = t.expires_on.parse().map_err(|_| {
-            Error::with_message(ErrorKind::Credential, || {
-                "managed identity token: bad expires_on".to_string()
-            })
-        })?;
-        let expires_on = OffsetDateTime::from_unix_timestamp(secs).map_err(|e| {
-            Error::with_message(ErrorKind::Credential, || format!("expires_on: {e}"))
-        })?;
-        let token = AccessToken::new(Secret::new(t.access_token), expires_on);
-        *self.cache.lock() = Some(token.clone());
-        Ok(token)
-    }
-
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        *self.cache.lock() = None;
-        Ok(())
+    #[test]
+    fn the_assertion_follows_the_file_and_survives_an_empty_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        assert!(matches!(
+            FileAssertion::new(path.clone(), Duration::ZERO),
+            Err(CredentialError::TokenFile { .. })
+        ));
+        std::fs::write(&path, "first.jwt\n").unwrap();
+        let a = FileAssertion::new(path.clone(), Duration::ZERO).unwrap();
+        assert_eq!(a.assertion().as_deref(), Some("first.jwt"));
+        std::fs::write(&path, "second.jwt").unwrap();
+        assert_eq!(a.assertion().as_deref(), Some("second.jwt"));
+        // The kubelet truncates before writing: the previous assertion stays.
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(a.clone().assertion().as_deref(), Some("second.jwt"));
+        // Debug never shows the assertion.
+        assert!(!format!("{a:?}").contains("second.jwt"));
     }
 }

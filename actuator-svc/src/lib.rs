@@ -7,7 +7,7 @@
 //!                                 ◀── NodeResults ─────────┘                    ▼
 //!                                                               arm::client (budget, retry) ──▶ ARM
 //! ```
-//! - `config`: `azure.json` (cloud-provider-azure format) and flags; `credentials`: azure_identity.
+//! - `config`: `azure.json` (cloud-provider-azure format) and flags; `credentials`: azure_identity 1.x.
 //! - `index` (pure): which entries of which pools belong to a node; `plan` (pure): the
 //!   coalesced entry changes of one write round.
 //! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy.

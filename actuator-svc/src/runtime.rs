@@ -5,6 +5,7 @@ use crate::admin;
 use crate::arm::ArmClient;
 use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits, ToolShare};
 use crate::arm::client::Scope;
+use crate::arm::transport::{self, Transport};
 use crate::cache::SharedCache;
 use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType};
 use crate::config::cli::Args;
@@ -125,6 +126,8 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
 pub(crate) struct Loaded {
     pub(crate) cfg: AzureConfig,
     authority: url::Url,
+    /// The HTTPS client of every Azure call (tokens and ARM).
+    http: Transport,
     tls: Option<Arc<TlsReloader>>,
     lists: AllowLists,
 }
@@ -139,6 +142,11 @@ pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
         .authority()
         .map_err(anyhow::Error::msg)
         .context("--aad-authority")?;
+    let extra_roots = match &args.azure_ca_file {
+        Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
+        None => Vec::new(),
+    };
+    let http = Transport::new(&extra_roots).context("HTTPS client")?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(Arc::new(TlsReloader::load(ServerTlsFiles {
             cert: cert.clone(),
@@ -156,6 +164,7 @@ pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
     Ok(Loaded {
         cfg,
         authority,
+        http,
         tls,
         lists,
     })
@@ -170,7 +179,7 @@ pub(crate) fn arm_client(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<(ArmClient, Limits)> {
     let (cfg, authority) = (&loaded.cfg, &loaded.authority);
-    let http = azure_core::new_http_client();
+    let http = loaded.http.clone();
     let credential = credentials::build(
         &cfg.credential,
         &cfg.tenant_id,

@@ -81,6 +81,8 @@ async fn managed_identity_run(user_assigned: bool) {
     cfg.as_object_mut().unwrap().remove("aadClientId");
     let path = dir.path().join("azure.json");
     std::fs::write(&path, cfg.to_string()).unwrap();
+    let ca = dir.path().join("ca.pem");
+    sim.write_ca(&ca).unwrap();
     let (grpc, admin) = (free_port(), free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_actuator-svc"))
         .args([
@@ -89,8 +91,10 @@ async fn managed_identity_run(user_assigned: bool) {
             "--arm-endpoint",
             sim.url(),
             "--aad-authority",
-            sim.url(),
+            &sim.aad_authority(),
         ])
+        // The simulator's CA through the platform store's own variable.
+        .env("SSL_CERT_FILE", &ca)
         .args([
             "--grpc-listen",
             &format!("127.0.0.1:{grpc}"),
@@ -181,6 +185,8 @@ async fn workload_identity_reads_the_projected_token_file() {
     cfg.as_object_mut().unwrap().remove("aadClientSecret");
     let path = dir.path().join("azure.json");
     std::fs::write(&path, cfg.to_string()).unwrap();
+    let ca = dir.path().join("ca.pem");
+    sim.write_ca(&ca).unwrap();
     let args = Args::try_parse_from([
         "actuator-svc",
         "--cloud-config",
@@ -188,7 +194,9 @@ async fn workload_identity_reads_the_projected_token_file() {
         "--arm-endpoint",
         sim.url(),
         "--aad-authority",
-        sim.url(),
+        &sim.aad_authority(),
+        "--azure-ca-file",
+        ca.to_str().unwrap(),
         "--grpc-listen",
         "127.0.0.1:0",
         "--admin-listen",

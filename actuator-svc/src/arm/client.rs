@@ -1,5 +1,5 @@
-//! A thin ARM client over `azure_core`'s `HttpClient` (reqwest + rustls) and an
-//! `azure_identity` credential.
+//! A thin ARM client over the project's one hyper + rustls client ([`Transport`]) and an
+//! `azure_identity` 1.x credential ([`Credential`]).
 //!
 //! Why not `azure_mgmt_network`'s generated client: it cannot send `If-Match` and, with no
 //! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). We keep
@@ -14,18 +14,19 @@ use super::budget::{Budget, Class, Verdict};
 use super::error::ArmError;
 use super::scan::{LbState, Scanner};
 use super::splice::Spliced;
+use super::transport::Transport;
+use crate::credentials::Credential;
 use crate::index::{self, NicMap};
 use crate::metrics::Metrics;
-use azure_core::auth::TokenCredential;
-use azure_core::headers::{HeaderName, Headers};
-use azure_core::{HttpClient, Method, Request, Url};
-use futures::StreamExt;
+use http::{HeaderMap, Method};
+use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
+use url::Url;
 
 /// The api-version of every call (the one `azure_mgmt_network` 0.21 `package-2024-03` uses).
 pub const API_VERSION: &str = "2024-03-01";
@@ -68,8 +69,8 @@ pub struct Scope {
 /// The ARM client. Cheap to clone; the budget is shared.
 #[derive(Clone)]
 pub struct ArmClient {
-    http: Arc<dyn HttpClient>,
-    credential: Arc<dyn TokenCredential>,
+    http: Transport,
+    credential: Arc<Credential>,
     scope: Scope,
     budget: Arc<Mutex<Budget>>,
     metrics: Arc<Metrics>,
@@ -144,7 +145,7 @@ impl std::fmt::Debug for ArmClient {
 
 struct Answer {
     status: u16,
-    headers: Headers,
+    headers: HeaderMap,
     body: bytes::Bytes,
     room: Option<OwnedSemaphorePermit>,
 }
@@ -152,14 +153,14 @@ struct Answer {
 /// Reads a response body into one buffer sized from its Content-Length (no doubling), or
 /// through `scan` without keeping it.
 async fn read_body(
-    mut stream: azure_core::ResponseBody,
+    mut stream: hyper::body::Incoming,
     len: Option<usize>,
     scan: Option<&mut LbState>,
-) -> azure_core::Result<bytes::Bytes> {
+) -> Result<bytes::Bytes, hyper::Error> {
     if let Some(state) = scan {
         let mut scanner = Scanner::new();
         let mut bad = false;
-        while let Some(chunk) = stream.next().await {
+        while let Some(chunk) = next_data(&mut stream).await {
             let chunk = chunk?;
             if !bad {
                 bad = scanner.feed(&chunk, state).is_err();
@@ -173,18 +174,34 @@ async fn read_body(
     }
     // A bogus length is only a hint: never reserve more than 256 MiB up front.
     let mut buf = Vec::with_capacity(len.unwrap_or(0).min(256 << 20));
-    while let Some(chunk) = stream.next().await {
+    while let Some(chunk) = next_data(&mut stream).await {
         buf.extend_from_slice(&chunk?);
     }
     Ok(buf.into())
 }
 
-fn header(headers: &Headers, name: &'static str) -> Option<String> {
-    headers.get_optional_string(&HeaderName::from_static(name))
+/// The next data frame of a body (trailers are skipped).
+async fn next_data(body: &mut hyper::body::Incoming) -> Option<Result<bytes::Bytes, hyper::Error>> {
+    loop {
+        match body.frame().await? {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => return Some(Ok(data)),
+                Err(_) => continue,
+            },
+            Err(e) => return Some(Err(e)),
+        }
+    }
+}
+
+fn header(headers: &HeaderMap, name: &'static str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// Parses `Retry-After` (seconds or an HTTP date) and the millisecond variants.
-pub fn retry_after(headers: &Headers) -> Option<Duration> {
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let ms = [
         header(headers, "retry-after-ms"),
         header(headers, "x-ms-retry-after-ms"),
@@ -205,8 +222,8 @@ fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
 impl ArmClient {
     /// A client for `scope`, sharing `budget`.
     pub fn new(
-        http: Arc<dyn HttpClient>,
-        credential: Arc<dyn TokenCredential>,
+        http: Transport,
+        credential: Arc<Credential>,
         scope: Scope,
         budget: Arc<Mutex<Budget>>,
         metrics: Arc<Metrics>,
@@ -269,7 +286,7 @@ impl ArmClient {
     /// Gets a token now (used for readiness and by every call).
     pub async fn token(&self) -> Result<String, ArmError> {
         self.credential
-            .get_token(&[SCOPE])
+            .token(SCOPE)
             .await
             .map(|t| t.token.secret().to_string())
             .map_err(|e| ArmError::Token(e.to_string()))
@@ -291,8 +308,8 @@ impl ArmClient {
         }
     }
 
-    /// One request: budget, token, timeout, metrics, error mapping. A 401 clears the token
-    /// cache and is tried once more (a token that expired early, or was revoked).
+    /// One request: budget, token, timeout, metrics, error mapping. A 401 drops the cached
+    /// token and is tried once more (a token that expired early, or was revoked).
     async fn call(
         &self,
         op: &'static str,
@@ -314,7 +331,7 @@ impl ArmClient {
         body: Option<&ChunkBody>,
         mut read_as: ReadAs<'_>,
     ) -> Result<Answer, ArmError> {
-        let class = if matches!(method, Method::Get | Method::Head) {
+        let class = if method == Method::GET || method == Method::HEAD {
             Class::Read
         } else {
             Class::Write
@@ -327,7 +344,7 @@ impl ArmClient {
                 .call_once(op, class, &method, &url, if_match, body, &mut read_as)
                 .await?;
             if answer.status == 401 {
-                let _ = self.credential.clear_cache().await;
+                self.credential.invalidate();
                 answer = self
                     .call_once(op, class, &method, &url, if_match, body, &mut read_as)
                     .await?;
@@ -379,32 +396,37 @@ impl ArmClient {
     ) -> Result<Answer, ArmError> {
         self.wait_budget(class).await;
         let token = self.token().await?;
-        let mut req = Request::new(url.clone(), *method);
-        req.insert_header("authorization", format!("Bearer {token}"));
-        req.insert_header("accept", "application/json");
+        let resource = url.path().to_string();
+        let mut req = http::Request::builder()
+            .method(method.clone())
+            .uri(url.as_str())
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "application/json");
         if let Some(etag) = if_match {
-            req.insert_header("if-match", etag.to_string());
+            req = req.header("if-match", etag);
         }
         if let Some(body) = body {
-            req.insert_header("content-type", "application/json");
-            // Streamed from the chunks with its exact length (no chunked encoding).
-            req.insert_header(
-                "content-length",
-                azure_core::SeekableStream::len(body).to_string(),
-            );
-            let stream: Box<dyn azure_core::SeekableStream> = Box::new(body.clone());
-            req.set_body(stream);
+            // Sent chunk by chunk with its exact length (no chunked encoding).
+            req = req
+                .header("content-type", "application/json")
+                .header("content-length", body.len());
         }
-        let resource = url.path().to_string();
+        let req = req
+            .body(body.cloned().unwrap_or_else(ChunkBody::empty))
+            .map_err(|e| ArmError::Transport {
+                op,
+                resource: resource.clone(),
+                message: format!("request: {e}"),
+            })?;
         let bodies = &self.bodies;
         let timeout = self.timeout;
         let fut = async {
-            let rsp = tokio::time::timeout(timeout, self.http.execute_request(&req))
+            let rsp = tokio::time::timeout(timeout, self.http.send(req))
                 .await
                 .map_err(|_| None)?
-                .map_err(Some)?;
-            let (status, headers, stream) = rsp.deconstruct();
-            let status = u16::from(status);
+                .map_err(|e| Some(e.to_string()))?;
+            let (parts, stream) = rsp.into_parts();
+            let (status, headers) = (parts.status.as_u16(), parts.headers);
             let ok = (200..300).contains(&status);
             let len = header(&headers, "content-length").and_then(|v| v.trim().parse().ok());
             // Waiting for room is not part of the call's timeout.
@@ -419,8 +441,8 @@ impl ArmClient {
             let body = tokio::time::timeout(timeout, read_body(stream, len, scan))
                 .await
                 .map_err(|_| None)?
-                .map_err(Some)?;
-            Ok::<_, Option<azure_core::Error>>(Answer {
+                .map_err(|e| Some(e.to_string()))?;
+            Ok::<_, Option<String>>(Answer {
                 status,
                 headers,
                 body,
@@ -441,7 +463,7 @@ impl ArmClient {
                 return Err(ArmError::Transport {
                     op,
                     resource,
-                    message: e.to_string(),
+                    message: e,
                 });
             }
             Ok(a) => a,
@@ -472,7 +494,7 @@ impl ArmClient {
         let path = self.lb_id(lb);
         let url = self.url(&path)?;
         match self
-            .call_as("get_lb", Method::Get, url, None, None, ReadAs::Budgeted)
+            .call_as("get_lb", Method::GET, url, None, None, ReadAs::Budgeted)
             .await
         {
             Err(e) if e.is_not_found() => Ok(None),
@@ -493,7 +515,7 @@ impl ArmClient {
         match self
             .call_as(
                 "get_lb",
-                Method::Get,
+                Method::GET,
                 url,
                 None,
                 None,
@@ -516,7 +538,7 @@ impl ArmClient {
     ) -> Result<PutAccepted, ArmError> {
         let body = ChunkBody::new(body.chunks());
         let a = self
-            .call(op, Method::Put, self.url(path)?, if_match, Some(&body))
+            .call(op, Method::PUT, self.url(path)?, if_match, Some(&body))
             .await?;
         let operation =
             header(&a.headers, "azure-asyncoperation").and_then(|u| Url::parse(&u).ok());
@@ -552,7 +574,7 @@ impl ArmClient {
     /// GET an `Azure-AsyncOperation` URL once.
     pub async fn poll(&self, operation: &Url) -> Result<OpStatus, ArmError> {
         let a = self
-            .call("poll_operation", Method::Get, operation.clone(), None, None)
+            .call("poll_operation", Method::GET, operation.clone(), None, None)
             .await?;
         let status =
             super::error::parse_operation(&a.body).map_err(|message| ArmError::Decode {
@@ -585,7 +607,7 @@ impl ArmClient {
         let mut map = NicMap::new();
         let mut url = self.url(&path)?;
         for _page in 0..10_000 {
-            let a = match self.call(OP, Method::Get, url.clone(), None, None).await {
+            let a = match self.call(OP, Method::GET, url.clone(), None, None).await {
                 Err(e) if e.is_not_found() => return Ok(map),
                 other => other?,
             };
@@ -627,10 +649,10 @@ impl ArmClient {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> Headers {
-        let mut h = Headers::new();
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(HeaderName::from_static(k), v.to_string());
+            h.insert(*k, v.parse().unwrap());
         }
         h
     }

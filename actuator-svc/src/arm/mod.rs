@@ -10,6 +10,7 @@ pub mod ids;
 pub mod retry;
 pub mod scan;
 pub mod splice;
+pub mod transport;
 
 pub use client::{ArmClient, OpStatus, PutAccepted};
 pub use error::ArmError;

@@ -51,8 +51,9 @@ pub enum CredentialChoice {
         token_file: String,
     },
     ManagedIdentity {
-        /// Client ID of a user-assigned identity; `None` for the system-assigned one.
-        user_assigned_client_id: Option<String>,
+        /// `userAssignedIdentityID`: the client ID or the ARM resource ID of a user-assigned
+        /// identity; `None` for the system-assigned one.
+        user_assigned_id: Option<String>,
     },
     ClientSecret {
         client_id: String,
@@ -71,11 +72,9 @@ impl fmt::Debug for CredentialChoice {
                 .field("client_id", client_id)
                 .field("token_file", token_file)
                 .finish(),
-            Self::ManagedIdentity {
-                user_assigned_client_id,
-            } => f
+            Self::ManagedIdentity { user_assigned_id } => f
                 .debug_struct("ManagedIdentity")
-                .field("user_assigned_client_id", user_assigned_client_id)
+                .field("user_assigned_id", user_assigned_id)
                 .finish(),
             Self::ClientSecret { client_id, .. } => f
                 .debug_struct("ClientSecret")
@@ -312,7 +311,7 @@ fn credential(f: &Fields<'_>, env: &EnvOverrides) -> Result<CredentialChoice, Az
     }
     if f.bool("useManagedIdentityExtension")? {
         return Ok(CredentialChoice::ManagedIdentity {
-            user_assigned_client_id: f.string("userAssignedIdentityID")?,
+            user_assigned_id: f.string("userAssignedIdentityID")?,
         });
     }
     if let Some(user) = f.string("userAssignedIdentityID")? {
@@ -555,7 +554,7 @@ mod tests {
         assert_eq!(
             cfg.credential,
             CredentialChoice::ManagedIdentity {
-                user_assigned_client_id: Some("uami".into())
+                user_assigned_id: Some("uami".into())
             }
         );
         // The federated token file in the environment wins over everything.

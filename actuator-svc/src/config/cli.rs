@@ -118,6 +118,11 @@ pub struct Args {
     /// Azure AD authority host (default: AZURE_AUTHORITY_HOST, else the public cloud).
     #[arg(long, env = "ACTUATOR_AAD_AUTHORITY")]
     pub aad_authority: Option<url::Url>,
+    /// Extra CA certificates (PEM) to trust for ARM, Azure AD and managed identity, added to
+    /// the built-in Mozilla roots and the platform's store (which honours SSL_CERT_FILE): a
+    /// private cloud, a TLS-inspecting proxy.
+    #[arg(long, env = "ACTUATOR_AZURE_CA_FILE")]
+    pub azure_ca_file: Option<PathBuf>,
     /// gRPC listen address.
     #[arg(long, env = "ACTUATOR_GRPC_LISTEN", default_value = "0.0.0.0:9443")]
     pub grpc_listen: SocketAddr,

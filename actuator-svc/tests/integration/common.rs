@@ -90,15 +90,26 @@ pub fn write_config(dir: &Path, cluster: &Cluster) -> PathBuf {
     path
 }
 
+/// The flags that point the actuator at `sim`: ARM, the AAD authority (https, as
+/// azure_identity requires) and the simulator's CA, written next to `config`.
+pub fn sim_args(sim: &ArmSim, config: &Path) -> Vec<String> {
+    let ca = config.with_file_name("arm-sim-ca.pem");
+    sim.write_ca(&ca).unwrap();
+    vec![
+        "--arm-endpoint".into(),
+        sim.url().into(),
+        "--aad-authority".into(),
+        sim.aad_authority(),
+        "--azure-ca-file".into(),
+        ca.to_str().unwrap().into(),
+    ]
+}
+
 pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
-    [
+    let mut args: Vec<String> = [
         "actuator-svc",
         "--cloud-config",
         config.to_str().unwrap(),
-        "--arm-endpoint",
-        sim.url(),
-        "--aad-authority",
-        sim.url(),
         "--grpc-listen",
         "127.0.0.1:0",
         "--admin-listen",
@@ -117,7 +128,9 @@ pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    args.extend(sim_args(sim, config));
+    args
 }
 
 pub struct Actuator {

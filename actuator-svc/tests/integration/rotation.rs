@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::pki::{TestCa, Usage as ExtendedKeyUsagePurpose};
+use actuator_svc::arm::transport::Transport;
 use actuator_svc::config::azure_json::{self, CredentialChoice, EnvOverrides};
 use actuator_svc::credentials::{self, CloudConfigFile, Sources};
 use arm_sim::{ArmSim, ArmSimOptions};
@@ -10,6 +11,8 @@ use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
@@ -219,6 +222,15 @@ async fn sim_with_token_lifetime(secs: u64) -> (ArmSim, aks_fixture::Cluster) {
 
 const SCOPE: &str = "https://management.azure.com/.default";
 
+/// The actuator's HTTPS client, trusting the simulator's CA.
+fn sim_transport(sim: &ArmSim) -> Transport {
+    let pem = sim.ca_pem().unwrap().as_bytes();
+    let roots = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    Transport::new(&roots).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_client_secret_is_used_for_the_next_token_request() {
     let (sim, cluster) = start_sim("aks").await;
@@ -232,8 +244,8 @@ async fn a_rotated_client_secret_is_used_for_the_next_token_request() {
     let cred = credentials::build(
         &cfg.credential,
         &cfg.tenant_id,
-        &url::Url::parse(sim.url()).unwrap(),
-        azure_core::new_http_client(),
+        &url::Url::parse(&sim.aad_authority()).unwrap(),
+        sim_transport(&sim),
         Sources {
             reread_every: Duration::ZERO,
             cloud_config: Some(CloudConfigFile {
@@ -244,18 +256,18 @@ async fn a_rotated_client_secret_is_used_for_the_next_token_request() {
         },
     )
     .unwrap();
-    assert!(cred.get_token(&[SCOPE]).await.is_err(), "a wrong secret");
+    assert!(cred.token(SCOPE).await.is_err(), "a wrong secret");
 
     std::fs::write(&path, azure_json_with_secret(&cluster, &good)).unwrap();
-    let token = cred.get_token(&[SCOPE]).await.expect("the rotated secret");
+    let token = cred.token(SCOPE).await.expect("the rotated secret");
     // A half-written file keeps the secret in use (and the cached token).
     std::fs::write(&path, "{\"cloud\": \"AzurePublic").unwrap();
-    let again = cred.get_token(&[SCOPE]).await.unwrap();
+    let again = cred.token(SCOPE).await.unwrap();
     assert_eq!(again.token.secret(), token.token.secret());
     // A new secret takes effect at the next request, even while a token is cached: here
     // it is one AAD refuses, which shows it was the one sent.
     std::fs::write(&path, azure_json_with_secret(&cluster, "another-secret")).unwrap();
-    assert!(cred.get_token(&[SCOPE]).await.is_err());
+    assert!(cred.token(SCOPE).await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,30 +283,27 @@ async fn a_rotated_federated_token_file_is_used_for_the_next_token_request() {
     let cred = credentials::build(
         &choice,
         sim.tenant_id(),
-        &url::Url::parse(sim.url()).unwrap(),
-        azure_core::new_http_client(),
+        &url::Url::parse(&sim.aad_authority()).unwrap(),
+        sim_transport(&sim),
         Sources {
             reread_every: Duration::ZERO,
             cloud_config: None,
         },
     )
     .unwrap();
-    assert!(cred.get_token(&[SCOPE]).await.is_err(), "a stale assertion");
+    assert!(cred.token(SCOPE).await.is_err(), "a stale assertion");
     std::fs::write(&token_file, format!("{}\n", sim.federated_token())).unwrap();
-    assert!(
-        cred.get_token(&[SCOPE]).await.is_ok(),
-        "the rotated assertion"
-    );
+    assert!(cred.token(SCOPE).await.is_ok(), "the rotated assertion");
     // The kubelet truncates before writing: an empty file keeps the last assertion.
     std::fs::write(&token_file, "").unwrap();
-    cred.clear_cache().await.unwrap();
-    assert!(cred.get_token(&[SCOPE]).await.is_ok());
+    cred.invalidate();
+    assert!(cred.token(SCOPE).await.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_are_refreshed_before_they_expire() {
-    // 22 s tokens: azure_identity fetches a new one when less than 20 s remain.
-    let (sim, cluster) = sim_with_token_lifetime(22).await;
+    // 302 s tokens: azure_identity fetches a new one when less than 300 s remain.
+    let (sim, cluster) = sim_with_token_lifetime(302).await;
     let cfg = azure_json::parse(
         &cluster.azure_json().to_string(),
         "kubernetes",
@@ -304,25 +313,25 @@ async fn tokens_are_refreshed_before_they_expire() {
     let cred = credentials::build(
         &cfg.credential,
         &cfg.tenant_id,
-        &url::Url::parse(sim.url()).unwrap(),
-        azure_core::new_http_client(),
+        &url::Url::parse(&sim.aad_authority()).unwrap(),
+        sim_transport(&sim),
         Sources {
             reread_every: Duration::ZERO,
             cloud_config: None,
         },
     )
     .unwrap();
-    let first = cred.get_token(&[SCOPE]).await.unwrap();
+    let first = cred.token(SCOPE).await.unwrap();
     assert_eq!(
-        cred.get_token(&[SCOPE]).await.unwrap().token.secret(),
+        cred.token(SCOPE).await.unwrap().token.secret(),
         first.token.secret(),
         "cached while fresh"
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let second = cred.get_token(&[SCOPE]).await.unwrap();
+    let second = cred.token(SCOPE).await.unwrap();
     assert_ne!(second.token.secret(), first.token.secret());
     assert!(
-        first.expires_on > time::OffsetDateTime::now_utc() + time::Duration::seconds(15),
+        first.expires_on > time::OffsetDateTime::now_utc() + time::Duration::seconds(295),
         "the first token was still valid when replaced"
     );
 }

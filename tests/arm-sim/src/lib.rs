@@ -1,7 +1,7 @@
 //! # arm-sim: a local Azure Resource Manager (Microsoft.Network) + Azure AD simulator
 //!
-//! Speaks the real wire protocols so the real clients (`azure_mgmt_network` 0.21 /
-//! `azure_identity` 0.21, and the official Python SDK) run against it unchanged. Facts it follows:
+//! Speaks the real wire protocols so the real clients (`azure_identity` 1.x, `azure_mgmt_network`
+//! 0.21's generated client, and the official Python SDK) run against it unchanged. Facts it follows:
 //! `/work/shared/contracts/arm.md`.
 //!
 //! Data flow: HTTP request → [`server`] (plain or TLS hyper 1 listener) → [`routes`] (auth,
@@ -114,7 +114,8 @@ pub struct ArmSimOptions {
     /// Initial resources; the default is empty (use [`ArmSimOptions::preset`] or a seed file).
     /// Tenant and service principal default to the `aks-fixture` constants.
     pub seed: Seed,
-    /// Serve HTTPS with a certificate generated at start (see [`ArmSim::ca_pem`]).
+    /// Report an `https` base URL ([`ArmSim::url`]). The port always speaks both plain HTTP and
+    /// TLS with a certificate generated at start (see [`ArmSim::ca_pem`], [`ArmSim::https_url`]).
     pub tls: bool,
     pub limits: Limits,
     pub tuning: Tuning,
@@ -125,6 +126,9 @@ pub struct ArmSimOptions {
     pub identity_header: String,
     /// The client id (principal) of the simulated managed identity.
     pub managed_identity_client_id: String,
+    /// Its ARM resource ID (`msi_res_id`) and object ID (`object_id`).
+    pub managed_identity_resource_id: String,
+    pub managed_identity_object_id: String,
 }
 
 impl Default for ArmSimOptions {
@@ -139,6 +143,8 @@ impl Default for ArmSimOptions {
             federated_token: "cutover-sim-federated-token".into(),
             identity_header: "cutover-sim-identity-header".into(),
             managed_identity_client_id: "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e".into(),
+            managed_identity_resource_id: "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/MC_rg_cluster_eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/cluster-agentpool".into(),
+            managed_identity_object_id: "5f0c7c1e-2b1a-4d3e-8f9a-0a1b2c3d4e5f".into(),
         }
     }
 }
@@ -208,6 +214,8 @@ pub(crate) struct Shared {
     pub federated_token: String,
     pub identity_header: String,
     pub managed_identity_client_id: String,
+    pub managed_identity_resource_id: String,
+    pub managed_identity_object_id: String,
     /// Origin of the monotonic clock fed to the token buckets.
     pub origin: tokio::time::Instant,
     pub state: Mutex<State>,
@@ -276,9 +284,24 @@ impl ArmSim {
         self.addr
     }
 
-    /// PEM of the certificate to trust when started with `tls`.
+    /// The same port over TLS (certificate for `127.0.0.1` and `localhost`, see [`ArmSim::ca_pem`]).
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The AAD authority host: always https, the only scheme azure_identity 1.x accepts.
+    pub fn aad_authority(&self) -> String {
+        self.https_url()
+    }
+
+    /// PEM of the CA certificate to trust for TLS connections.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
+    }
+
+    /// Writes [`ArmSim::ca_pem`] to `path` (for `--azure-ca-file` or `SSL_CERT_FILE`).
+    pub fn write_ca(&self, path: &std::path::Path) -> std::io::Result<()> {
+        std::fs::write(path, self.ca_pem.as_deref().unwrap_or_default())
     }
 
     /// The service principal accepted by the token endpoint, and the first subscription.
@@ -322,6 +345,11 @@ impl ArmSim {
 
     pub fn managed_identity_client_id(&self) -> &str {
         &self.shared.managed_identity_client_id
+    }
+
+    /// The ARM resource ID of the simulated managed identity.
+    pub fn managed_identity_resource_id(&self) -> &str {
+        &self.shared.managed_identity_resource_id
     }
 
     /// Every request so far (control calls excluded).

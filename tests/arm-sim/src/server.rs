@@ -1,5 +1,5 @@
 //! The listener: binds, builds the shared state from the options, and serves every connection
-//! with hyper 1 (HTTP/1.1 and HTTP/2, plain or TLS) until shutdown.
+//! with hyper 1 (HTTP/1.1 and HTTP/2, plain or TLS on the same port) until shutdown.
 
 use crate::{ArmSim, ArmSimOptions, Shared, State};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -32,13 +32,12 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
         addr: options.listen,
         source,
     })?;
-    let (tls, ca_pem) = if options.tls {
-        let (acceptor, pem) = crate::tls::acceptor()?;
-        (Some(acceptor), Some(pem))
-    } else {
-        (None, None)
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    // Every connection may be plain or TLS (told apart by its first byte): azure_identity 1.x
+    // accepts only an https authority host, so AAD is always reachable over TLS; `tls` chooses
+    // which scheme `url()` reports.
+    let (acceptor, pem) = crate::tls::acceptor()?;
+    let (tls, ca_pem) = (Some(acceptor), Some(pem));
+    let scheme = if options.tls { "https" } else { "http" };
     let seed = &options.seed;
     let shared = Arc::new(Shared {
         base_url: format!("{scheme}://{addr}"),
@@ -58,6 +57,8 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
         federated_token: options.federated_token.clone(),
         identity_header: options.identity_header.clone(),
         managed_identity_client_id: options.managed_identity_client_id.clone(),
+        managed_identity_resource_id: options.managed_identity_resource_id.clone(),
+        managed_identity_object_id: options.managed_identity_object_id.clone(),
         origin: tokio::time::Instant::now(),
         state: Mutex::new(State {
             store,
@@ -108,7 +109,10 @@ async fn accept_loop(
             let service =
                 hyper::service::service_fn(move |req| crate::routes::handle(shared.clone(), req));
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let result = match tls {
+            // A TLS connection starts with a handshake record (content type 22).
+            let mut first = [0u8; 1];
+            let is_tls = matches!(stream.peek(&mut first).await, Ok(1) if first[0] == 0x16);
+            let result = match tls.filter(|_| is_tls) {
                 Some(acceptor) => match acceptor.accept(stream).await {
                     Ok(s) => builder.serve_connection(TokioIo::new(s), service).await,
                     Err(e) => {

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The arm-sim CA certificate, written in the run directory for the actuators.
+const ARM_CA_FILE: &str = "arm-sim-ca.pem";
+
 /// The user signal-svc authenticates as to kube-sim (its ServiceAccount, as in a cluster).
 /// The variable both services' allocator (jemalloc, prefixed build) reads its settings from.
 pub const JEMALLOC_CONF_VAR: &str = "_RJEM_MALLOC_CONF";
@@ -198,6 +201,7 @@ impl Stack {
         };
         arm_options.tuning = options.arm_tuning.clone();
         let arm = arm_sim::ArmSim::start(arm_options).await?;
+        arm.write_ca(&options.run_dir.join(ARM_CA_FILE))?;
         let azure_json = options.run_dir.join("azure.json");
         std::fs::write(
             &azure_json,
@@ -252,7 +256,13 @@ impl Stack {
             .arg(format!("--cloud-config={}", file(&self.azure_json)?))
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg(format!("--arm-endpoint={}", self.arm.url()))
-            .arg(format!("--aad-authority={}", self.arm.url()))
+            // azure_identity takes only an https authority: the simulator's TLS side, trusted
+            // through its CA.
+            .arg(format!("--aad-authority={}", self.arm.aad_authority()))
+            .arg(format!(
+                "--azure-ca-file={}",
+                file(&self.options.run_dir.join(ARM_CA_FILE))?
+            ))
             .arg(format!("--grpc-listen=127.0.0.1:{grpc}"))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
             .arg(format!("--identity={name}"))

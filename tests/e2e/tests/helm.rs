@@ -647,6 +647,8 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
     };
     arm_options.tuning.completion_delay_ms = 300;
     let arm = arm_sim::ArmSim::start(arm_options).await.unwrap();
+    let arm_ca = run.path().join("arm-sim-ca.pem");
+    arm.write_ca(&arm_ca).unwrap();
 
     // The install: azure.json as the chart's Secret (no credentials in it: workload identity),
     // the TLS Secrets as a user creates them, the managed identity's client id.
@@ -755,7 +757,9 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
         spec = spec
             .env("AZURE_CLIENT_ID", client_id)
             .env("AZURE_TENANT_ID", aks_fixture::TENANT_ID)
-            .env("AZURE_AUTHORITY_HOST", arm.url())
+            .env("AZURE_AUTHORITY_HOST", arm.aad_authority())
+            // The simulator's CA, as the node's trust store would hold a private cloud's.
+            .env("SSL_CERT_FILE", arm_ca.display().to_string())
             .env(
                 "AZURE_FEDERATED_TOKEN_FILE",
                 token_file.display().to_string(),

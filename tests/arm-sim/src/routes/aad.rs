@@ -1,9 +1,11 @@
 //! Identity endpoints: Azure AD v2 token endpoint (client secret and federated assertion),
 //! OIDC discovery (MSAL, used by the Python SDK, reads it first), the App Service managed-identity
 //! endpoint (`/msi/token`, `X-IDENTITY-HEADER`) and the IMDS path
-//! (`/metadata/identity/oauth2/token`, `Metadata: true`). Response fields follow what
-//! azure_identity 0.21 requires (contracts/arm.md 5): numeric `expires_in`/`ext_expires_in` from
-//! AAD, string `expires_on` from managed identity.
+//! (`/metadata/identity/oauth2/token`, `Metadata: true`). Response fields are the real services'
+//! (contracts/arm.md 5) and what azure_identity 1.x reads: numeric `expires_in`/`ext_expires_in`
+//! from AAD, string `expires_on` from managed identity. A user-assigned identity is named by
+//! `client_id` or `msi_res_id` (or `object_id`); one that is not the simulated identity gets
+//! IMDS's 400 "Identity not found".
 
 use super::{Outcome, delay, json, query_param};
 use crate::Shared;
@@ -175,8 +177,12 @@ async fn managed_identity(shared: &Arc<Shared>, parts: &Parts, app_service: bool
         );
     }
     let mi = &shared.managed_identity_client_id;
-    if let Some(cid) = query_param(&parts.uri, "client_id")
-        && !cid.eq_ignore_ascii_case(mi)
+    let other = |param: &str, ours: &str| {
+        query_param(&parts.uri, param).is_some_and(|v| !v.eq_ignore_ascii_case(ours))
+    };
+    if other("client_id", mi)
+        || other("msi_res_id", &shared.managed_identity_resource_id)
+        || other("object_id", &shared.managed_identity_object_id)
     {
         return bad(
             StatusCode::BAD_REQUEST,

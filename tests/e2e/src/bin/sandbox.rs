@@ -210,7 +210,7 @@ async fn serve(cli: &Cli, dir: &std::path::Path, preset: &str) -> anyhow::Result
         "kubeServer": stack.kube.kind_name(),
         "kubeconfig": abs(&stack.kubeconfig),
         "armEndpoint": stack.arm.url(),
-        "aadAuthority": stack.arm.url(),
+        "aadAuthority": stack.arm.aad_authority(),
         "azureJson": abs(&stack.azure_json),
         "actuators": stack.actuators.iter().map(|a| json!({
             "name": a.name,

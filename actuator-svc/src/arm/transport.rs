@@ -1,0 +1,182 @@
+//! The one HTTP client of actuator-svc, for ARM and for tokens: hyper 1's pooled client over
+//! rustls 0.23 (ring), the stack kube and tonic already bring into the tree, so the Azure side
+//! adds no second HTTP or TLS stack (no reqwest).
+//!
+//! [`ArmClient`](super::ArmClient) sends its requests here directly; azure_identity's
+//! credentials reach it through azure_core's [`HttpClient`] trait (set as the transport of
+//! their pipelines in `credentials`).
+//!
+//! Trusted roots: the Mozilla roots (webpki-roots, so a distroless image needs no CA bundle),
+//! the platform's store (which honours `SSL_CERT_FILE` / `SSL_CERT_DIR`), and any extra PEM
+//! certificates the operator names (a private cloud, a TLS-inspecting proxy, the simulators).
+
+use super::body::ChunkBody;
+use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
+use azure_core::http::{AsyncRawResponse, Body, HttpClient, Request, StatusCode};
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+
+/// How long a TCP connect may take before the attempt fails (and is retried by the caller).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle pooled connections are closed after this (ARM's front ends close theirs after ~4 min).
+const POOL_IDLE: Duration = Duration::from_secs(90);
+/// Bound on one token request through [`HttpClient`]; azure_core's retry policy may try again.
+const TOKEN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A transport that cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("{path}: {message}")]
+    Ca { path: String, message: String },
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// A sent request that did not produce a response.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SendError(String);
+
+/// The shared HTTPS client. Cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct Transport {
+    client: Client<HttpsConnector<HttpConnector>, ChunkBody>,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport").finish_non_exhaustive()
+    }
+}
+
+/// Reads every certificate of a PEM file (the `--azure-ca-file` flag).
+pub fn read_ca_file(
+    path: &std::path::Path,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let bad = |message: String| TransportError::Ca {
+        path: path.display().to_string(),
+        message,
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate in it".into()));
+    }
+    Ok(certs)
+}
+
+impl Transport {
+    /// A client trusting the built-in and platform roots plus `extra_roots`.
+    pub fn new(extra_roots: &[CertificateDer<'static>]) -> Result<Self, TransportError> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let native = rustls_native_certs::load_native_certs();
+        for e in &native.errors {
+            tracing::debug!(error = %e, "platform certificate store");
+        }
+        let (_, unusable) = roots.add_parsable_certificates(native.certs);
+        if unusable > 0 {
+            tracing::debug!(unusable, "platform certificates skipped");
+        }
+        for cert in extra_roots {
+            roots.add(cert.clone())?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.set_nodelay(true);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .build(connector);
+        Ok(Self { client })
+    }
+
+    /// Sends one request; the response body is read by the caller.
+    pub async fn send(
+        &self,
+        req: http::Request<ChunkBody>,
+    ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
+        self.client.request(req).await.map_err(|e| {
+            // hyper-util's error says "client error (Connect)"; the cause says what happened.
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                message.push_str(": ");
+                message.push_str(&s.to_string());
+                source = s.source();
+            }
+            SendError(message)
+        })
+    }
+}
+
+fn io_error(message: String) -> azure_core::Error {
+    azure_core::Error::with_message(azure_core::error::ErrorKind::Io, message)
+}
+
+/// azure_identity's credentials send their token requests through this (small bodies, read
+/// whole by the pipeline).
+#[async_trait::async_trait]
+impl HttpClient for Transport {
+    async fn execute_request(&self, request: &Request) -> azure_core::Result<AsyncRawResponse> {
+        let body = match request.body() {
+            Body::Bytes(b) => ChunkBody::new(vec![b.clone()]),
+            Body::SeekableStream(_) => {
+                return Err(io_error("streamed request bodies are not used here".into()));
+            }
+        };
+        let mut builder = http::Request::builder()
+            .method(request.method().as_str())
+            .uri(request.url().as_str());
+        for (name, value) in request.headers().iter() {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let req = builder
+            .body(body)
+            .map_err(|e| io_error(format!("request: {e}")))?;
+        let rsp = tokio::time::timeout(TOKEN_REQUEST_TIMEOUT, self.send(req))
+            .await
+            .map_err(|_| io_error(format!("no answer in {TOKEN_REQUEST_TIMEOUT:?}")))?
+            .map_err(|e| io_error(e.to_string()))?;
+        let (parts, body) = rsp.into_parts();
+        let mut headers = Headers::new();
+        for (name, value) in &parts.headers {
+            if let Ok(v) = value.to_str() {
+                headers.insert(
+                    HeaderName::from(name.as_str().to_owned()),
+                    HeaderValue::from(v.to_owned()),
+                );
+            }
+        }
+        let stream = body
+            .into_data_stream()
+            .map(|chunk| chunk.map_err(|e| io_error(format!("response body: {e}"))));
+        Ok(AsyncRawResponse::new(
+            StatusCode::from(parts.status.as_u16()),
+            headers,
+            Box::pin(stream.map(|r: azure_core::Result<Bytes>| r)),
+        ))
+    }
+}
