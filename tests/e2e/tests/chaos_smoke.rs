@@ -1,5 +1,5 @@
 //! The chaos soak's CI smoke: `chaos_soak --smoke` (100 s, 12 nodes, fast ARM timings, API
-//! latency up to 1 s, faults in the first 60 s) must end with no violation and an exact end state, having injected
+//! latency up to 2 s, faults in the first 60 s) must end with no violation and an exact end state, having injected
 //! faults and judged transitions (a run that did nothing would prove nothing). The rules
 //! themselves are unit-tested to report flaps, late transitions, nodes left Down and
 //! leadership flaps (`judge::chaos`).

@@ -28,10 +28,10 @@ struct Cli {
     /// A short run for CI: 100 s, 12 nodes, fast ARM timings (unless given explicitly).
     #[arg(long)]
     smoke: bool,
-    /// The highest API latency injected, in ms (the 2 s; `--smoke`: 1 s, what the
-    /// default lease timings are measured to tolerate).
-    #[arg(long)]
-    max_latency_ms: Option<u64>,
+    /// The highest API latency injected, in ms (the 2 s, which the default lease
+    /// timings are measured to tolerate).
+    #[arg(long, default_value_t = 2000)]
+    max_latency_ms: u64,
     /// Where logs go (default: target/chaos-soak/<time>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -57,9 +57,7 @@ async fn main() -> anyhow::Result<()> {
         seed: cli.seed,
         nodes,
         fast: cli.smoke,
-        max_latency_ms: cli
-            .max_latency_ms
-            .unwrap_or(if cli.smoke { 1000 } else { 2000 }),
+        max_latency_ms: cli.max_latency_ms,
         run_dir,
     };
     eprintln!("chaos soak: logs in {}", options.run_dir.display());

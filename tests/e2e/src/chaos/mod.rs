@@ -31,8 +31,8 @@ pub struct SoakOptions {
     pub nodes: usize,
     /// Fast ARM timings and a short self-heal interval (the CI smoke); realistic otherwise.
     pub fast: bool,
-    /// The highest API latency injected (the issue: 2 s; signal-svc's default lease timings
-    /// are measured to tolerate 1 s, README "Leader election").
+    /// The highest API latency injected (the issue: 2 s, which signal-svc's default lease
+    /// timings are measured to tolerate, README "Leadership timings").
     pub max_latency_ms: u64,
     pub run_dir: PathBuf,
 }
