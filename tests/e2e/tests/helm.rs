@@ -506,6 +506,16 @@ fn registered_names() -> BTreeSet<String> {
     actuator.result("effective");
     actuator.owned(&["lb".to_string()], &[]);
     actuator.unprobed("lb", 1);
+    actuator.pools_not_written(
+        "lb",
+        &[],
+        &[actuator_svc::index::SkippedPool {
+            name: "p".into(),
+            why: actuator_svc::index::NotWritten::NatOnly,
+            entries: 1,
+        }],
+    );
+    actuator.unmatched("lb", 1);
     actuator.guard_refused("lb", 1);
     actuator.tool_limited("set");
     actuator.unknown_answer("negative");
