@@ -14,8 +14,17 @@ use std::time::Duration;
 const OOS: &str = "node.kubernetes.io/out-of-service";
 
 fn lbs() -> Vec<String> {
-    (0..6).map(|i| format!("kubernetes-lb{i}")).collect()
+    lbs_n(6)
 }
+
+fn lbs_n(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("kubernetes-lb{i}")).collect()
+}
+
+/// Load balancers for the hand-over test, which needs both replicas to win a share: shares
+/// come from rendezvous hashing over endpoints with random ports, so with 6 LBs one replica
+/// won them all in about 1 run in 32 (CI saw it); with 16, about 1 in 32,000.
+const HANDOVER_LBS: usize = 16;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_replica_hands_its_load_balancers_over_and_nodes_are_effective_once_covered() {
@@ -23,8 +32,8 @@ async fn a_hung_replica_hands_its_load_balancers_over_and_nodes_are_effective_on
     let a = FakeActuator::start("a", Mode::Effective).await;
     // b answers nothing (a replica stuck writing) and sits behind a proxy we can freeze.
     let b = FakeActuator::start("b", Mode::Silent).await;
-    *a.state.load_balancers.lock() = lbs();
-    *b.state.load_balancers.lock() = lbs();
+    *a.state.load_balancers.lock() = lbs_n(HANDOVER_LBS);
+    *b.state.load_balancers.lock() = lbs_n(HANDOVER_LBS);
     let proxy = FreezableProxy::start(b.addr).await;
     let svc = start(&c, "pod-a", &[a.endpoint(), proxy.endpoint()], &[]).await;
     svc.wait_ready().await;
@@ -35,15 +44,18 @@ async fn a_hung_replica_hands_its_load_balancers_over_and_nodes_are_effective_on
         let mut all: Vec<&String> = x.iter().chain(y.iter()).collect();
         all.sort();
         all.dedup();
-        (all.len() == 6 && x.len() + y.len() == 6 && !x.is_empty() && !y.is_empty())
-            .then_some((x, y))
+        (all.len() == HANDOVER_LBS
+            && x.len() + y.len() == HANDOVER_LBS
+            && !x.is_empty()
+            && !y.is_empty())
+        .then_some((x, y))
     })
     .await;
     let epoch = a.state.assignments().last().unwrap().0.leader_epoch;
     assert!(epoch >= 1);
     assert_eq!(
         svc.metric("cutover_signal_load_balancer_owner", "").await,
-        6.0
+        HANDOVER_LBS as f64
     );
 
     // Every replica receives every node's state (the untriggered ones as None, which a
@@ -79,7 +91,7 @@ async fn a_hung_replica_hands_its_load_balancers_over_and_nodes_are_effective_on
     proxy.freeze();
     let took = eventually("a holds everything", || async {
         let (x, at) = a.state.assignments().last().cloned()?;
-        (x.load_balancers.len() == 6).then_some(at - frozen_at)
+        (x.load_balancers.len() == HANDOVER_LBS).then_some(at - frozen_at)
     })
     .await;
     println!("failover after freeze: {took:?} (shares before: a {on_a:?}, b {on_b:?})");
