@@ -19,6 +19,9 @@ pub struct Seen {
     pub phase: ResultPhase,
     pub reason: String,
     pub will_retry: bool,
+    /// A fleet-wide summary (`NodeResult.fleet`): its phase, without the writing replica's
+    /// reason or retry flag.
+    pub fleet: bool,
     /// When the actuator reached the phase (its clock; same machine).
     pub at: jiff::Timestamp,
 }
@@ -58,6 +61,7 @@ impl Results {
                                     phase: ResultPhase::try_from(r.phase).unwrap_or_default(),
                                     reason: r.reason,
                                     will_retry: r.will_retry,
+                                    fleet: r.fleet,
                                     at,
                                 });
                             }
@@ -92,6 +96,9 @@ impl Results {
             .lock()
             .iter()
             .filter(|s| s.phase == ResultPhase::Failed && !s.will_retry && s.at >= since)
+            // The writing replica's own result says whether it retries (a guard refusal
+            // does); the fleet summary of the same failure cannot.
+            .filter(|s| !s.fleet)
             .map(|s| format!("{}: {}", s.node, s.reason))
             .collect()
     }
