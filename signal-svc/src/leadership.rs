@@ -18,12 +18,25 @@ use tokio::sync::{Notify, watch};
 
 impl Shared {
     /// The epoch this process may write under: leading and renewed within the deadline.
+    ///
+    /// The deadline is read from the clock here, not only applied by the election task: after
+    /// the process was frozen (SIGSTOP, a stalled host), a task holding an old request may
+    /// run before the election notices the term lapsed, and it must not write.
     pub fn leader_epoch(&self) -> Option<u64> {
-        if self.active.load(Ordering::Acquire) {
-            *self.leader_tx.borrow()
-        } else {
-            None
+        if !self.active.load(Ordering::Acquire) {
+            return None;
         }
+        let until = *self.writable_until.lock();
+        if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            return None;
+        }
+        *self.leader_tx.borrow()
+    }
+
+    /// The current term may write until `at` (its renew deadline), by this process's
+    /// monotonic clock; the election sets it on every renewal.
+    pub fn write_until(&self, at: tokio::time::Instant) {
+        *self.writable_until.lock() = Some(at);
     }
 
     /// The epoch the streams run under (also while suspended).
@@ -109,5 +122,42 @@ impl Shared {
     /// Woken when an epoch must be raised.
     pub fn epoch_raise_requested(&self) -> Arc<Notify> {
         self.epoch_raise.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::dispatch::Dispatcher;
+    use crate::domain::index::NodeIndex;
+    use crate::domain::taints::TriggerSet;
+    use crate::state::{Core, Shared};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    fn shared() -> Shared {
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(),
+        };
+        Shared::new(core, "me".into(), false, mpsc::unbounded_channel().0)
+    }
+
+    /// A leader frozen past its renew deadline (SIGSTOP) must not write when it wakes, even
+    /// if the task holding an old hold request runs before the election task suspends it:
+    /// a new leader may have written the opposite hold meanwhile (the chaos smoke saw a
+    /// released node held Down again that way).
+    #[tokio::test]
+    async fn past_the_renew_deadline_nothing_may_be_written_before_the_election_notices() {
+        let s = shared();
+        s.write_until(Instant::now() + Duration::from_millis(300));
+        s.lead(7);
+        assert_eq!(s.leader_epoch(), Some(7));
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(s.leader_epoch(), None, "suspend() was never called");
+        // A renewal moves the deadline on and the same epoch writes again.
+        s.write_until(Instant::now() + Duration::from_secs(30));
+        s.lead(7);
+        assert_eq!(s.leader_epoch(), Some(7));
     }
 }

@@ -44,6 +44,10 @@ pub struct Shared {
     pub(crate) leader_tx: watch::Sender<Option<u64>>,
     /// The term is renewed within its deadline: taints, holds and stream writes may go out.
     pub(crate) active: AtomicBool,
+    /// The term's renew deadline by this process's monotonic clock (`None`: no election, or
+    /// not known yet). Checked on every write, so a process frozen past it (SIGSTOP, a long
+    /// GC-like stall of the host) writes nothing when it wakes, whichever task runs first.
+    pub(crate) writable_until: Mutex<Option<tokio::time::Instant>>,
     /// The highest epoch an actuator reported having accepted.
     pub(crate) epoch_floor: AtomicU64,
     pub(crate) epoch_raise: Arc<Notify>,
@@ -77,6 +81,7 @@ impl Shared {
             events_synced: AtomicBool::new(false),
             leader_tx,
             active: AtomicBool::new(false),
+            writable_until: Mutex::new(None),
             epoch_floor: AtomicU64::new(0),
             epoch_raise: Arc::default(),
             taint_tx,
