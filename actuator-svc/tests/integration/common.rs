@@ -255,9 +255,19 @@ pub fn set_req(n: &Node, state: AdminState, wait: WaitFor) -> SetNodeAdminStateR
 /// The effective admin state of every entry of `node` across the cluster's pools (skipping
 /// outbound-only pools), as the simulator holds it: (lb, pool, state).
 pub fn sim_states(sim: &ArmSim, cluster: &Cluster, node: &Node) -> Vec<(String, String, String)> {
+    sim_states_on(sim, cluster, node, |_| true)
+}
+
+/// [`sim_states`] on the load balancers whose name `lb` accepts.
+pub fn sim_states_on(
+    sim: &ArmSim,
+    cluster: &Cluster,
+    node: &Node,
+    lb_ok: impl Fn(&str) -> bool,
+) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for (lb, pool) in cluster.pools_of(&node.name) {
-        if pool.outbound_only {
+        if pool.outbound_only || !lb_ok(&lb.name) {
             continue;
         }
         let snap = sim.pool(&lb.name, &pool.name).expect("pool exists");

@@ -8,6 +8,7 @@ mod edge;
 mod faults;
 mod guard;
 mod holds;
+mod lb_lifecycle;
 mod not_node_pools;
 mod ownership;
 mod pki;

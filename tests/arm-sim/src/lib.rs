@@ -49,6 +49,7 @@ pub mod auth;
 pub mod body;
 pub mod errors;
 pub mod faults;
+pub mod lifecycle;
 pub mod lro;
 pub mod model;
 pub mod routes;
@@ -201,6 +202,41 @@ pub(crate) struct State {
     pub tuning: Tuning,
     pub requests: Vec<RequestRecord>,
     pub structure_log: Vec<structure::StructureChange>,
+    /// Load balancers deleted by an outside actor, by lower-cased name, for re-creation
+    /// ([`lifecycle`]).
+    pub removed_lbs: std::collections::BTreeMap<String, (store::LbKey, model::LoadBalancer)>,
+}
+
+impl State {
+    fn remove_lb(&mut self, lb: &str) -> Result<(), errors::ArmError> {
+        let key = self
+            .store
+            .find_lb(lb)
+            .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
+        let kept = lifecycle::remove_lb(
+            &mut self.store,
+            &mut self.ops,
+            &key,
+            self.tuning.lock_retry_after_secs,
+        )?;
+        self.removed_lbs
+            .insert(key.lb.to_ascii_lowercase(), (key, kept));
+        Ok(())
+    }
+
+    fn recreate_lb(&mut self, lb: &str) -> Result<(), String> {
+        let (key, kept) = self
+            .removed_lbs
+            .remove(&lb.to_ascii_lowercase())
+            .ok_or_else(|| format!("no removed load balancer {lb}"))?;
+        lifecycle::recreate_lb(
+            &mut self.store,
+            &mut self.ops,
+            &key,
+            kept,
+            jiff::Timestamp::now(),
+        )
+    }
 }
 
 /// Immutable configuration plus the state.
@@ -492,6 +528,19 @@ impl ArmSim {
             value,
             jiff::Timestamp::now(),
         )
+    }
+
+    /// An outside actor deletes load balancer `lb` (cloud-provider-azure when the last Service
+    /// on it goes): refused with 429 while an operation holds it, then gone at once and kept
+    /// for [`ArmSim::recreate_lb`].
+    pub fn remove_lb(&self, lb: &str) -> Result<(), errors::ArmError> {
+        self.shared.state.lock().remove_lb(lb)
+    }
+
+    /// Creates a removed load balancer again, as its creator would: same structure and
+    /// members, no admin state on any entry.
+    pub fn recreate_lb(&self, lb: &str) -> Result<(), String> {
+        self.shared.state.lock().recreate_lb(lb)
     }
 
     /// Another writer sets a writable pool property (as its pool PUT would, effective at once,

@@ -312,7 +312,7 @@ pub fn complete_running(ops: &mut Operations, store: &mut Store, now: jiff::Time
         .count()
 }
 
-fn apply_effective(
+pub(crate) fn apply_effective(
     pool: &mut Pool,
     lb: &str,
     op_id: &str,

@@ -69,6 +69,7 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
             tuning: options.tuning.clone(),
             requests: Vec::new(),
             structure_log: Vec::new(),
+            removed_lbs: Default::default(),
         }),
     });
     let (tx, rx) = tokio::sync::oneshot::channel();

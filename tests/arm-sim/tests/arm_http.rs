@@ -567,6 +567,66 @@ async fn outside_writer_resets_an_entry_immediately() {
     assert_eq!(bad.status, 400);
 }
 
+/// cloud-provider-azure deletes an LB when its last Service goes and creates it again for the
+/// next one: in between ARM answers 404, and the new LB carries its members without any admin
+/// state (a Down set by cutover is gone and must be written again).
+#[tokio::test]
+async fn an_lb_removed_and_created_again_answers_404_then_comes_back_without_admin_state() {
+    let sim = start("aks-ip").await;
+    let raw = Raw::new(&sim);
+    let tok = raw.token(&sim).await;
+    let path = lb_path(&sim, "kubernetes");
+    let before = raw.get(&path, &tok).await.body;
+    let entry = before["properties"]["backendAddressPools"][0]["properties"]
+        ["loadBalancerBackendAddresses"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sim.outside_write("kubernetes", "kubernetes", &entry, Some(AdminState::Down))
+        .unwrap();
+    let ctl = |path: &'static str| {
+        let raw = &raw;
+        async move {
+            raw.send("POST", path, &[], Some(br#"{"lb":"kubernetes"}"#.to_vec()))
+                .await
+        }
+    };
+    assert_eq!(ctl("/_sim/lb-remove").await.status, 200);
+    let gone = raw.get(&path, &tok).await;
+    assert_eq!((gone.status, gone.code()), (404, "ResourceNotFound"));
+    assert_eq!(ctl("/_sim/lb-remove").await.status, 404, "already removed");
+    assert_eq!(ctl("/_sim/lb-recreate").await.status, 200);
+    let after = raw.get(&path, &tok).await;
+    assert_eq!(after.status, 200);
+    assert_ne!(after.body["etag"], before["etag"]);
+    let pools = after.body["properties"]["backendAddressPools"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        pools.len(),
+        before["properties"]["backendAddressPools"]
+            .as_array()
+            .unwrap()
+            .len()
+    );
+    assert!(pools.iter().all(|p| {
+        p["properties"]["loadBalancerBackendAddresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["properties"].get("adminState").is_none())
+    }));
+    assert_eq!(
+        sim.pool("kubernetes", "kubernetes").unwrap().entries[0].effective,
+        AdminState::None
+    );
+    assert_eq!(
+        ctl("/_sim/lb-recreate").await.status,
+        400,
+        "nothing to recreate"
+    );
+}
+
 #[tokio::test]
 async fn authentication_failures_have_arm_bodies() {
     let sim = start("aks-ip").await;

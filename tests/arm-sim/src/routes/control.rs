@@ -11,6 +11,8 @@
 //! | `PUT /_sim/limits` | [`crate::throttle::Limits`] |
 //! | `POST /_sim/faults` | [`crate::faults::FaultSpec`] |
 //! | `POST /_sim/outside-write` | `{"lb","pool","entry","adminState"}` (null removes) |
+//! | `POST /_sim/lb-remove` | `{"lb"}`: an outside actor deletes the LB (429 while an operation holds it) |
+//! | `POST /_sim/lb-recreate` | `{"lb"}`: a removed LB is created again, no entry carrying an admin state |
 //! | `GET /_sim/structure/{lb}` | `{"lb","fingerprint","changes":[...]}`: the LB's structure fingerprint and its structure-log entries |
 //! | `GET /_sim/structure-log` | every [`crate::structure::StructureChange`] |
 //! | `PUT /_sim/strict` | `{"strictLbStructure":bool}`: strict mode on/off |
@@ -68,6 +70,12 @@ struct OutsideWrite {
     pool: String,
     entry: String,
     admin_state: Option<AdminState>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LbName {
+    lb: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -202,6 +210,17 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
                     jiff::Timestamp::now(),
                 )
                 .map_err(|e| CtlError::Arm(Box::new(e)))?;
+                json(StatusCode::OK, &j!({}))
+            }
+            (&Method::POST, ["lb-remove"]) => {
+                let w = parse::<LbName>(body)?;
+                st.remove_lb(&w.lb)
+                    .map_err(|e| CtlError::Arm(Box::new(e)))?;
+                json(StatusCode::OK, &j!({}))
+            }
+            (&Method::POST, ["lb-recreate"]) => {
+                let w = parse::<LbName>(body)?;
+                st.recreate_lb(&w.lb).map_err(CtlError::Bad)?;
                 json(StatusCode::OK, &j!({}))
             }
             (&Method::POST, ["complete-operations"]) => {

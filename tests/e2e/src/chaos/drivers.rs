@@ -74,6 +74,8 @@ pub struct Running {
     pub record: usize,
     /// The process a process fault acts on: (signal-svc?, index).
     pub process: Option<(bool, usize)>,
+    /// The load balancer a removal took away.
+    pub lb: Option<String>,
 }
 
 /// Injects faults into a running stack and records them.
@@ -113,6 +115,7 @@ impl Drivers {
     ) -> Option<Running> {
         let record = self.record(fault.kind, fault.param);
         let mut process = None;
+        let mut lb = None;
         let ms = fault.length.as_millis() as u64;
         match fault.kind {
             FaultKind::KubeLatency => stack
@@ -196,6 +199,23 @@ impl Drivers {
                     }
                 }
             }
+            FaultKind::LbRemoved => {
+                let internal: Vec<&str> = stack
+                    .cluster
+                    .load_balancers
+                    .iter()
+                    .filter(|l| l.internal)
+                    .map(|l| l.name.as_str())
+                    .collect();
+                if let Some(name) = internal.get(fault.target % internal.len().max(1)) {
+                    lb = remove_lb(&stack.arm, name).await;
+                    // The fault starts when the LB is really gone.
+                    if let Some(a) = self.active.get_mut(record) {
+                        a.start = jiff::Timestamp::now();
+                        a.end = a.start;
+                    }
+                }
+            }
         }
         let ends = !fault.length.is_zero()
             || matches!(
@@ -206,6 +226,7 @@ impl Drivers {
             fault: fault.clone(),
             record,
             process,
+            lb,
         })
     }
 
@@ -238,10 +259,35 @@ impl Drivers {
                     eprintln!("chaos: {e:#}");
                 }
             }
+            (FaultKind::LbRemoved, _) => {
+                if let Some(lb) = &running.lb
+                    && let Err(e) = stack.arm.recreate_lb(lb)
+                {
+                    eprintln!("chaos: re-creating {lb} failed: {e}");
+                }
+            }
             _ => {}
         }
         if let Some(a) = self.active.get_mut(running.record) {
             a.end = jiff::Timestamp::now();
+        }
+    }
+}
+
+/// Deletes `name` as its owner would: retried while an operation holds it (NRP serializes
+/// the DELETE behind it), for up to 30 s.
+async fn remove_lb(arm: &arm_sim::ArmSim, name: &str) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match arm.remove_lb(name) {
+            Ok(()) => return Some(name.to_string()),
+            Err(e) if e.status.as_u16() == 429 && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                eprintln!("chaos: removing {name} failed: {e:?}");
+                return None;
+            }
         }
     }
 }

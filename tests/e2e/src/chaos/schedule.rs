@@ -90,10 +90,13 @@ pub enum FaultKind {
     OutsideDown,
     /// An outside writer sets one entry of a node `None` (a Down node's, if any).
     OutsideNone,
+    /// An internal load balancer deleted (cloud-provider-azure, its last internal Service
+    /// gone) and created again after the fault's length with no admin state on any entry.
+    LbRemoved,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::KubeLatency,
         FaultKind::KubeFailures,
         FaultKind::WatchDrop,
@@ -110,6 +113,7 @@ impl FaultKind {
         FaultKind::ArmFailedOps,
         FaultKind::OutsideDown,
         FaultKind::OutsideNone,
+        FaultKind::LbRemoved,
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +134,7 @@ impl FaultKind {
             FaultKind::ArmFailedOps => "ARM operations Failed",
             FaultKind::OutsideDown => "outside write Down",
             FaultKind::OutsideNone => "outside write None",
+            FaultKind::LbRemoved => "LB removed, re-created",
         }
     }
 
@@ -148,6 +153,7 @@ impl FaultKind {
             | FaultKind::ActuatorRestart => Lane::Process,
             FaultKind::ArmThrottle | FaultKind::ArmOutage | FaultKind::ArmFailedOps => Lane::Arm,
             FaultKind::OutsideDown | FaultKind::OutsideNone => Lane::Outside,
+            FaultKind::LbRemoved => Lane::Lb,
         }
     }
 }
@@ -158,6 +164,8 @@ enum Lane {
     Process,
     Arm,
     Outside,
+    /// Last, so adding it left the other lanes' draws for a seed as they were.
+    Lb,
 }
 
 /// One scheduled fault.
@@ -193,6 +201,9 @@ pub struct Plan {
     pub kube_gap: Duration,
     pub arm_gap: Duration,
     pub outside_gap: Duration,
+    pub lb_gap: Duration,
+    /// How long a removed load balancer stays away.
+    pub lb_absent: (Duration, Duration),
     /// ARM outages: the 1-20 minutes scaled to the run (see [`Plan::for_run`]).
     pub outage: (Duration, Duration),
     pub storm: (Duration, Duration),
@@ -226,6 +237,12 @@ impl Plan {
             kube_gap: if short { secs(10) } else { secs(20) },
             arm_gap: (run / 5).max(secs(15)),
             outside_gap: if short { secs(10) } else { secs(20) },
+            lb_gap: if short { secs(20) } else { secs(90) },
+            lb_absent: if short {
+                (secs(3), secs(12))
+            } else {
+                (secs(10), secs(60))
+            },
             outage: (outage_lo, outage_hi),
             storm: if short {
                 (secs(2), secs(8))
@@ -248,17 +265,26 @@ impl Plan {
     }
 }
 
+const LANES: [Lane; 5] = [
+    Lane::Process,
+    Lane::Kube,
+    Lane::Arm,
+    Lane::Outside,
+    Lane::Lb,
+];
+
 /// The schedule of faults for `seed`, ordered by start.
 pub fn schedule(seed: u64, plan: &Plan) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let horizon = plan.run.saturating_sub(plan.quiet_tail);
     let mut out = Vec::new();
-    for lane in [Lane::Process, Lane::Kube, Lane::Arm, Lane::Outside] {
+    for lane in LANES {
         let gap = match lane {
             Lane::Process => plan.process_gap,
             Lane::Kube => plan.kube_gap,
             Lane::Arm => plan.arm_gap,
             Lane::Outside => plan.outside_gap,
+            Lane::Lb => plan.lb_gap,
         };
         let kinds: Vec<FaultKind> = FaultKind::ALL
             .into_iter()
@@ -318,6 +344,11 @@ fn draw(rng: &mut Rng, plan: &Plan, kind: FaultKind, at: Duration) -> Fault {
         FaultKind::ArmThrottle => fault.length = rng.between(plan.storm.0, plan.storm.1),
         FaultKind::ArmOutage => fault.length = rng.between(plan.outage.0, plan.outage.1),
         FaultKind::ArmFailedOps => fault.param = 1 + rng.next_u64() % 3,
+        FaultKind::LbRemoved => {
+            fault.length = rng.between(plan.lb_absent.0, plan.lb_absent.1);
+            // Which internal LB: the driver takes it modulo their number.
+            fault.target = rng.below(16);
+        }
         FaultKind::WatchDrop
         | FaultKind::WatchExpired
         | FaultKind::LeaseDeleted
@@ -357,7 +388,7 @@ mod tests {
         let plan = ten_minutes();
         for seed in 0..20 {
             let faults = schedule(seed, &plan);
-            for lane in [Lane::Process, Lane::Kube, Lane::Arm, Lane::Outside] {
+            for lane in LANES {
                 let of_lane: Vec<&Fault> =
                     faults.iter().filter(|f| f.kind.lane() == lane).collect();
                 for pair in of_lane.windows(2) {

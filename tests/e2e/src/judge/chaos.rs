@@ -142,6 +142,12 @@ pub fn cost(b: &Bounds, f: &Active, t: Timestamp, allow: SignedDuration) -> Sign
         }
         FaultKind::ActuatorRestart => edge(f.start, ms(b.actuator_failover_ms)),
         FaultKind::OutsideDown | FaultKind::OutsideNone => SignedDuration::ZERO,
+        FaultKind::LbRemoved => {
+            // Nothing can be written on it while it is gone; once it is back, the next
+            // self-heal read (or the writer's retry after its backoff) writes it again.
+            let length = f.end.duration_since(f.start).max(SignedDuration::ZERO);
+            span(ms(b.self_heal_ms) + length.min(ms(b.backoff_cap_ms)) + ms(b.retry_after_ms))
+        }
     }
 }
 
@@ -632,6 +638,15 @@ mod tests {
         let mut slow = fault(FaultKind::KubeLatency, -5000, 5000);
         slow.param = 2000;
         assert_eq!(allowance(&b, &[slow], at(0)), ms(3000 + 6000));
+        // An LB gone from -2 s to +8 s: its remaining 8 s, then a self-heal read (30 s), the
+        // writer's backoff (its 10 s length, capped at 5 s) and a retry hint.
+        let gone = fault(FaultKind::LbRemoved, -2000, 8000);
+        assert_eq!(
+            allowance(&b, std::slice::from_ref(&gone), at(0)),
+            ms(3000 + 8000 + 30_000 + 5000 + 1000)
+        );
+        // Back more than its recovery before the transition: nothing.
+        assert_eq!(allowance(&b, &[gone], at(60_000)), ms(3000));
     }
 
     #[test]
