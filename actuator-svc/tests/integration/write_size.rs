@@ -94,3 +94,69 @@ async fn a_body_over_4_mb_is_not_sent_and_fails_with_the_reason() {
     a.running.shutdown().await;
     sim.shutdown().await;
 }
+
+/// The base kept between rounds is the compact document (read-only members dropped), so it
+/// fits a budget the document as ARM sent it would not, and the next signal's PUT goes out
+/// without a GET first (at 5,000 nodes that GET is 16 MB and most of a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_base_is_kept_and_the_next_signal_writes_without_reading_first() {
+    let (sim, cluster) = start_sim("aks").await;
+    let store = arm_sim::seed::Seed::preset("aks", None)
+        .unwrap()
+        .build()
+        .unwrap();
+    let key = store.find_lb("kubernetes").unwrap();
+    let lb = store.lb(&key.sub, &key.rg, &key.lb).unwrap();
+    let doc = bytes::Bytes::from(serde_json::to_vec(&lb.render(&key.sub, &key.rg)).unwrap());
+    let compact = actuator_svc::arm::splice::compact(&doc).unwrap();
+    // A budget that keeps a base of at most half of it: the compact one, not the document.
+    let budget = doc.len();
+    assert!(
+        compact.len() * 2 < budget,
+        "{} vs {}",
+        compact.len(),
+        doc.len()
+    );
+    let mut a = start_actuator(
+        &sim,
+        &cluster,
+        &["--base-cache-budget", &budget.to_string()],
+    )
+    .await;
+    let (tx, _rx) = open_stream(&mut a, 1).await;
+    let send = |node, seq| {
+        tx.send(SignalMessage {
+            kind: Some(signal_message::Kind::Delta(desired(
+                node,
+                AdminState::Down,
+                1,
+                seq,
+            ))),
+        })
+    };
+    send(&cluster.nodes[3], 1).await.unwrap();
+    wait_until("first node Down", || async {
+        all_are(&sim, &cluster, &cluster.nodes[3], "Down")
+    })
+    .await;
+    // Let the round end (its base goes to the cache), then signal again.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let since = jiff::Timestamp::now();
+    send(&cluster.nodes[4], 2).await.unwrap();
+    wait_until("second node Down", || async {
+        all_are(&sim, &cluster, &cluster.nodes[4], "Down")
+    })
+    .await;
+    let on_public: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.received >= since && r.path.contains("/loadBalancers/kubernetes?"))
+        .map(|r| r.method)
+        .collect();
+    assert_eq!(
+        on_public.first().map(String::as_str),
+        Some("PUT"),
+        "requests on the public LB after the second signal: {on_public:?}"
+    );
+    no_412(&sim);
+}
