@@ -189,6 +189,9 @@ pub struct RequestRecord {
     pub throttled: bool,
     pub lock_hit: bool,
     pub dropped: bool,
+    /// The request body's length (a PUT's size against ARM's 4 MB limit).
+    #[serde(default)]
+    pub body_bytes: usize,
 }
 
 /// Mutable state behind one lock.

@@ -91,6 +91,8 @@ pub struct WaveFigures {
     /// Writes refused because another operation held the LB.
     pub lock_conflicts: usize,
     pub reads: usize,
+    /// The largest PUT body ARM received (bytes; its limit is 4 MB).
+    pub largest_put: usize,
     pub overhead: Overhead,
 }
 
@@ -147,7 +149,7 @@ pub async fn play(
     let ideal = ideal_ms(&signals, put_ms, op_ms);
     let mut puts: BTreeMap<String, usize> = BTreeMap::new();
     let mut put_starts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let (mut lock_conflicts, mut reads) = (0, 0);
+    let (mut lock_conflicts, mut reads, mut largest_put) = (0, 0, 0);
     for r in sb.stack.arm.requests() {
         if r.time < t0 || r.path.contains("/oauth2/") || r.path.contains("/msi/") {
             continue;
@@ -158,6 +160,7 @@ pub async fn play(
         match r.method.as_str() {
             "GET" => reads += 1,
             "PUT" => {
+                largest_put = largest_put.max(r.body_bytes);
                 if let Some(lb) = r.path.split("/loadBalancers/").nth(1) {
                     let lb = lb.split(['/', '?']).next().unwrap_or_default();
                     *puts.entry(lb.to_string()).or_default() += 1;
@@ -196,6 +199,7 @@ pub async fn play(
         puts_per_lb: puts.values().copied().max().unwrap_or(0),
         lock_conflicts,
         reads,
+        largest_put,
     })
 }
 

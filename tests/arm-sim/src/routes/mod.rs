@@ -146,6 +146,7 @@ pub(crate) async fn handle(
         throttled: outcome.throttled,
         lock_hit: outcome.lock_hit,
         dropped: outcome.resp.is_none(),
+        body_bytes: body.len(),
     });
     drop(st);
     outcome.resp.ok_or(Dropped)

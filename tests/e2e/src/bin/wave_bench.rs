@@ -2,8 +2,12 @@
 //! replica count and ARM poll cadence, each judged against the ideal single writer computed
 //! from the same signal times (`cutover_e2e::wave`). Prints a table; not a test.
 //!
-//!     cargo run --release --bin wave_bench                 # the full grid (~15 min)
+//!     cargo run --release --bin wave_bench                 # the full grid (~30 min)
 //!     cargo run --release --bin wave_bench -- --smoke      # one small cell
+//!
+//! The grid: cluster sizes 240 / 2,000 / 5,000 (AKS's largest), waves of 1 (one node against
+//! the floor), 100 and 500 nodes, 1 and 3 replicas, NRP's Retry-After of 10 s. A wave larger
+//! than the cluster's user and spot pools is skipped.
 
 use clap::Parser;
 use cutover_e2e::judge::State;
@@ -22,29 +26,31 @@ use std::time::Duration;
 )]
 struct Cli {
     /// Wave sizes (nodes tainted over `--spread`).
-    #[arg(long, value_delimiter = ',', default_value = "100,500")]
+    #[arg(long, value_delimiter = ',', default_value = "1,100,500")]
     waves: Vec<usize>,
     /// Retry-After of operation polls and lock conflicts, seconds (10: NRP's cadence).
-    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    #[arg(long, value_delimiter = ',', default_value = "10")]
     retry_after: Vec<u64>,
     /// Actuator replica counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    #[arg(long, value_delimiter = ',', default_value = "1,3")]
     replicas: Vec<usize>,
-    /// Nodes in the simulated cluster.
-    #[arg(long, default_value_t = 640)]
-    nodes: usize,
+    /// Cluster sizes (nodes in the simulated cluster).
+    #[arg(long, value_delimiter = ',', default_value = "240,2000,5000")]
+    nodes: Vec<usize>,
     /// Seconds over which a wave's taints are spread.
     #[arg(long, default_value_t = 2.0)]
     spread: f64,
     /// Also freeze one of three replicas (SIGSTOP) mid-wave.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     frozen: bool,
-    /// One small cell (CI smoke): 20 nodes, Retry-After 10, 2 replicas, no frozen case.
+    /// Two small cells (CI smoke): one node and 20 nodes of 60, Retry-After 10, 2 replicas,
+    /// no frozen case.
     #[arg(long)]
     smoke: bool,
 }
 
 struct Cell {
+    nodes: usize,
     wave: usize,
     retry_after: u64,
     replicas: usize,
@@ -74,34 +80,41 @@ fn wave_nodes(sb: &mut Sandbox, n: usize) -> anyhow::Result<Vec<String>> {
 async fn cell(
     cli: &Cli,
     dir: &std::path::Path,
+    size: usize,
     wave_n: usize,
     ra: u64,
     r: usize,
-) -> anyhow::Result<Cell> {
-    let opts = options(cli.nodes, r, ra, opts_dir(dir, wave_n, ra, r));
+) -> anyhow::Result<Option<Cell>> {
+    let cell_dir = opts_dir(dir, size, wave_n, ra, r);
+    let opts = options(size, r, ra, cell_dir.clone());
     let (put, op) = (
         opts.arm_tuning.latency_ms.put as f64,
         opts.arm_tuning.completion_delay_ms as f64,
     );
     let mut sb = Sandbox::start(opts).await?;
+    if wave_n > sb.unused_count("userpool") + sb.unused_count("spotpool") {
+        sb.stack.stop().await;
+        return Ok(None);
+    }
     let nodes = wave_nodes(&mut sb, wave_n)?;
     let spread = Duration::from_secs_f64(cli.spread);
     let timeout = Duration::from_secs(180);
     let down = wave::play(&mut sb, &nodes, State::Down, spread, put, op, timeout).await?;
     let up = wave::play(&mut sb, &nodes, State::None, spread, put, op, timeout).await?;
-    write_arm_log(&sb, &opts_dir(dir, wave_n, ra, r))?;
+    write_arm_log(&sb, &cell_dir)?;
     sb.stack.stop().await;
-    Ok(Cell {
+    Ok(Some(Cell {
+        nodes: size,
         wave: wave_n,
         retry_after: ra,
         replicas: r,
         down,
         up,
-    })
+    }))
 }
 
-fn opts_dir(dir: &std::path::Path, wave_n: usize, ra: u64, r: usize) -> PathBuf {
-    dir.join(format!("w{wave_n}-ra{ra}-r{r}"))
+fn opts_dir(dir: &std::path::Path, size: usize, wave_n: usize, ra: u64, r: usize) -> PathBuf {
+    dir.join(format!("n{size}-w{wave_n}-ra{ra}-r{r}"))
 }
 
 /// ARM's side of a cell, for reading where the time went: every request (arrival, method,
@@ -140,7 +153,8 @@ async fn frozen(
     dir: &std::path::Path,
     wave_n: usize,
 ) -> anyhow::Result<(f64, Vec<String>)> {
-    let mut sb = Sandbox::start(options(cli.nodes, 3, 10, dir.join("frozen"))).await?;
+    let size = cli.nodes.iter().copied().min().unwrap_or(240).max(240);
+    let mut sb = Sandbox::start(options(size, 3, 10, dir.join("frozen"))).await?;
     let nodes = wave_nodes(&mut sb, wave_n)?;
     let pid = sb.stack.actuators[0]
         .proc
@@ -183,10 +197,10 @@ fn s(ms: f64) -> String {
 async fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
     if cli.smoke {
-        cli.waves = vec![20];
+        cli.waves = vec![1, 20];
         cli.retry_after = vec![10];
         cli.replicas = vec![2];
-        cli.nodes = 60;
+        cli.nodes = vec![60];
         cli.frozen = false;
     }
     let dir = PathBuf::from("target/wave-bench").join(
@@ -195,16 +209,22 @@ async fn main() -> anyhow::Result<()> {
             .to_string(),
     );
     let mut cells = Vec::new();
-    for &w in &cli.waves {
-        for &ra in &cli.retry_after {
-            for &r in &cli.replicas {
-                eprintln!("wave {w}, Retry-After {ra} s, {r} replica(s) ...");
-                cells.push(cell(&cli, &dir, w, ra, r).await?);
+    for &size in &cli.nodes {
+        for &w in &cli.waves {
+            for &ra in &cli.retry_after {
+                for &r in &cli.replicas {
+                    eprintln!("{size} nodes, wave {w}, Retry-After {ra} s, {r} replica(s) ...");
+                    match cell(&cli, &dir, size, w, ra, r).await? {
+                        Some(c) => cells.push(c),
+                        None => eprintln!("  skipped: the cluster has fewer than {w} worker nodes"),
+                    }
+                }
             }
         }
     }
     println!(
-        "{:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8} {:>6} | {:>7} {:>7} {:>5} {:>6}",
+        "{:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8} {:>6} | {:>7} {:>7} {:>5} {:>6} {:>9}",
+        "nodes",
         "wave",
         "RA s",
         "rep",
@@ -219,11 +239,13 @@ async fn main() -> anyhow::Result<()> {
         "PUT/LB↓",
         "PUT/LB↑",
         "locks",
-        "reads"
+        "reads",
+        "PUT max B"
     );
     for c in &cells {
         println!(
-            "{:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6}",
+            "{:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6} {:>9}",
+            c.nodes,
             c.wave,
             c.retry_after,
             c.replicas,
@@ -239,6 +261,7 @@ async fn main() -> anyhow::Result<()> {
             c.up.puts_per_lb,
             c.down.lock_conflicts + c.up.lock_conflicts,
             c.down.reads + c.up.reads,
+            c.down.largest_put.max(c.up.largest_put),
         );
     }
     if cli.frozen {
@@ -257,8 +280,17 @@ async fn main() -> anyhow::Result<()> {
         "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT"
     );
     println!(
-        "{:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
-        "wave", "RA s", "rep", "lead↓", "react↓50", "react↓max", "lead↑", "react↑50", "react↑max"
+        "{:>5} {:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
+        "nodes",
+        "wave",
+        "RA s",
+        "rep",
+        "lead↓",
+        "react↓50",
+        "react↓max",
+        "lead↑",
+        "react↑50",
+        "react↑max"
     );
     for c in &cells {
         let lead = |f: &WaveFigures| f.overhead.lead_ms.iter().copied().fold(f64::NAN, f64::max);
@@ -266,7 +298,8 @@ async fn main() -> anyhow::Result<()> {
             percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
         };
         println!(
-            "{:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
+            "{:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
+            c.nodes,
             c.wave,
             c.retry_after,
             c.replicas,
