@@ -29,6 +29,38 @@ pub enum Kind {
     Token,
 }
 
+/// Operation lengths drawn from [`Tuning::completion_delay_ms`] ..=
+/// [`Tuning::completion_delay_max_ms`] by a fixed-seed generator (splitmix64), so a run is
+/// repeatable.
+#[derive(Debug, Clone)]
+pub struct OpLengths {
+    state: u64,
+}
+
+impl Default for OpLengths {
+    fn default() -> Self {
+        Self {
+            state: 0x0A2E_5EED_0B5E_55ED,
+        }
+    }
+}
+
+impl OpLengths {
+    /// The next operation's length under `t`.
+    pub fn next_ms(&mut self, t: &Tuning) -> u64 {
+        let lo = t.completion_delay_ms;
+        let Some(hi) = t.completion_delay_max_ms.filter(|hi| *hi > lo) else {
+            return lo;
+        };
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        lo + z % (hi - lo + 1)
+    }
+}
+
 impl Latencies {
     pub fn of(&self, kind: Kind) -> u64 {
         match kind {
@@ -47,8 +79,13 @@ impl Latencies {
 #[serde(rename_all = "camelCase", default)]
 pub struct Tuning {
     pub latency_ms: Latencies,
-    /// How long a write operation stays `InProgress`.
+    /// How long a write operation stays `InProgress` (the shortest, with
+    /// [`Tuning::completion_delay_max_ms`]).
     pub completion_delay_ms: u64,
+    /// When set, each operation's length is drawn uniformly from `completion_delay_ms` to
+    /// this, from a seeded sequence (the same for every run): NRP's operations vary, and users
+    /// report Standard LB writes taking 5-20 s.
+    pub completion_delay_max_ms: Option<u64>,
     /// `Retry-After` (integer seconds) on PUT/DELETE and on polls that are still running.
     pub retry_after_secs: u64,
     /// The retry hint of a lock conflict (429 RetryableErrorDueToAnotherOperation).
@@ -76,6 +113,7 @@ impl Default for Tuning {
         Self {
             latency_ms: Latencies::default(),
             completion_delay_ms: 1000,
+            completion_delay_max_ms: None,
             retry_after_secs: Cadence::Fast.retry_after_secs(),
             lock_retry_after_secs: Cadence::Fast.lock_retry_after_secs(),
             page_size: 100,
@@ -281,6 +319,27 @@ impl Faults {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn operation_lengths_are_fixed_or_drawn_repeatably_from_the_range() {
+        let mut t = Tuning {
+            completion_delay_ms: 2000,
+            ..Tuning::default()
+        };
+        let mut g = OpLengths::default();
+        assert!((0..10).all(|_| g.next_ms(&t) == 2000));
+        t.completion_delay_max_ms = Some(15_000);
+        let mut g = OpLengths::default();
+        let drawn: Vec<u64> = (0..2000).map(|_| g.next_ms(&t)).collect();
+        assert!(drawn.iter().all(|d| (2000..=15_000).contains(d)));
+        // Spread over the range, not stuck at one end.
+        let mean = drawn.iter().sum::<u64>() as f64 / drawn.len() as f64;
+        assert!((7500.0..9500.0).contains(&mean), "{mean}");
+        assert!(drawn.iter().any(|d| *d < 3000) && drawn.iter().any(|d| *d > 14_000));
+        // The same sequence every run.
+        let mut again = OpLengths::default();
+        assert!(drawn.iter().all(|d| *d == again.next_ms(&t)));
+    }
+
     use super::*;
 
     #[test]

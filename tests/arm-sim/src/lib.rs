@@ -208,6 +208,7 @@ pub(crate) struct State {
     /// Load balancers deleted by an outside actor, by lower-cased name, for re-creation
     /// ([`lifecycle`]).
     pub removed_lbs: std::collections::BTreeMap<String, (store::LbKey, model::LoadBalancer)>,
+    pub op_lengths: faults::OpLengths,
 }
 
 impl State {
@@ -415,6 +416,21 @@ impl ArmSim {
             .ops
             .get(op_id)
             .map(lro::Operation::record)
+    }
+
+    /// Every operation the simulator ran (or runs), oldest first.
+    pub fn operation_records(&self) -> Vec<lro::OperationRecord> {
+        let mut v: Vec<lro::OperationRecord> = self
+            .shared
+            .state
+            .lock()
+            .ops
+            .ops
+            .values()
+            .map(lro::Operation::record)
+            .collect();
+        v.sort_by_key(|r| r.start_time);
+        v
     }
 
     /// The async-operation body of an operation, if known.

@@ -32,6 +32,10 @@ struct Args {
     /// How long write operations stay InProgress, in milliseconds.
     #[arg(long, env = "ARM_SIM_COMPLETION_DELAY_MS", default_value_t = 1000)]
     completion_delay_ms: u64,
+    /// When set, operation lengths are drawn uniformly from --completion-delay-ms to this
+    /// (milliseconds; NRP's writes take 5-20 s by users' reports).
+    #[arg(long, env = "ARM_SIM_COMPLETION_DELAY_MAX_MS")]
+    completion_delay_max_ms: Option<u64>,
     /// Retry hints: `fast` (1 s) or `azure` (NRP-like: Retry-After 10 s on writes and running
     /// polls, lock conflicts "can be retried in 10 seconds").
     #[arg(long, env = "ARM_SIM_CADENCE", default_value = "fast")]
@@ -80,6 +84,12 @@ async fn main() -> anyhow::Result<()> {
     }
     .with_cadence(args.cadence);
     options.tuning.completion_delay_ms = args.completion_delay_ms;
+    if let Some(max) = args.completion_delay_max_ms {
+        if max < args.completion_delay_ms {
+            anyhow::bail!("--completion-delay-max-ms must be at least --completion-delay-ms");
+        }
+        options.tuning.completion_delay_max_ms = Some(max);
+    }
     if let Some(secs) = args.retry_after_secs {
         options.tuning.retry_after_secs = secs;
     }

@@ -70,6 +70,7 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
             requests: Vec::new(),
             structure_log: Vec::new(),
             removed_lbs: Default::default(),
+            op_lengths: Default::default(),
         }),
     });
     let (tx, rx) = tokio::sync::oneshot::channel();

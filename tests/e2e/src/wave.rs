@@ -17,16 +17,39 @@ use std::time::Duration;
 /// with a PUT taking `put_ms` and its operation `op_ms`. Every LB runs the same schedule in
 /// parallel, so one LB stands for all.
 pub fn ideal_ms(signals: &[f64], put_ms: f64, op_ms: f64) -> Vec<f64> {
+    ideal_with(signals, |_| put_ms + op_ms)
+}
+
+/// Like [`ideal_ms`], each write of a load balancer taking as long as the simulator's
+/// operations on that LB really took, in order (`writes_ms`: from a write's arrival to its
+/// operation's end, oldest first; the last repeats if the ideal writes more often). With
+/// operation lengths drawn from a distribution the ideal meets the same lengths the measured
+/// writers did. A node is effective when its slowest LB is, so its ideal is the largest.
+pub fn ideal_from_ops_ms(signals: &[f64], writes_ms: &BTreeMap<String, Vec<f64>>) -> Vec<f64> {
+    let mut out = vec![0.0_f64; signals.len()];
+    for lengths in writes_ms.values().filter(|l| !l.is_empty()) {
+        let per_lb = ideal_with(signals, |k| lengths[k.min(lengths.len() - 1)]);
+        for (o, v) in out.iter_mut().zip(per_lb) {
+            *o = o.max(v);
+        }
+    }
+    out
+}
+
+/// The ideal single writer with its `k`-th write taking `write_ms(k)`.
+fn ideal_with(signals: &[f64], write_ms: impl Fn(usize) -> f64) -> Vec<f64> {
     let mut order: Vec<usize> = (0..signals.len()).collect();
     order.sort_by(|a, b| signals[*a].total_cmp(&signals[*b]));
     let mut out = vec![0.0; signals.len()];
     let mut free_at = f64::NEG_INFINITY;
     let mut i = 0;
+    let mut k = 0;
     while i < order.len() {
         // The write starts when the writer is free and something is waiting; it carries every
         // signal that arrived by then.
         let start = free_at.max(signals[order[i]]);
-        let done = start + put_ms + op_ms;
+        let done = start + write_ms(k);
+        k += 1;
         while i < order.len() && signals[order[i]] <= start {
             out[order[i]] = done - signals[order[i]];
             i += 1;
@@ -146,7 +169,22 @@ pub async fn play(
         latencies.push(ms(d));
         signals.push(ms(at.duration_since(t0)));
     }
-    let ideal = ideal_ms(&signals, put_ms, op_ms);
+    // The ideal meets the operation lengths the simulator really ran (they may be drawn
+    // from a distribution); with none recorded, the configured ones.
+    let mut writes_ms: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for op in sb.stack.arm.operation_records() {
+        if let Some(end) = op.end_time.filter(|_| op.start_time >= t0) {
+            writes_ms
+                .entry(op.lb)
+                .or_default()
+                .push(ms(end.duration_since(op.start_time)));
+        }
+    }
+    let ideal = if writes_ms.is_empty() {
+        ideal_ms(&signals, put_ms, op_ms)
+    } else {
+        ideal_from_ops_ms(&signals, &writes_ms)
+    };
     let mut puts: BTreeMap<String, usize> = BTreeMap::new();
     let mut put_starts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let (mut lock_conflicts, mut reads, mut largest_put) = (0, 0, 0);
@@ -228,6 +266,25 @@ mod tests {
         // nothing, and one end never pairs twice.
         let o = overhead(0.0, &lb(&[300.0, 2700.0, 2900.0]), &lb(&[2500.0]));
         assert_eq!(o.react_ms, vec![200.0]);
+    }
+
+    #[test]
+    fn the_ideal_meets_each_lbs_own_operation_lengths_and_a_node_waits_for_its_slowest_lb() {
+        let lbs = BTreeMap::from([
+            ("a".to_string(), vec![3000.0, 9000.0]),
+            ("b".to_string(), vec![5000.0]),
+        ]);
+        // 0 goes out at once on both: 3 s on a, 5 s on b. 1000 waits for each LB's first
+        // write: a's second takes 9 s (done at 12 s), b's repeats its 5 s (done at 10 s).
+        let got = ideal_from_ops_ms(&[0.0, 1000.0], &lbs);
+        assert_eq!(got, vec![5000.0, 11_000.0]);
+        // Constant lengths give the fixed-length ideal.
+        let same = BTreeMap::from([("a".to_string(), vec![2200.0; 4])]);
+        let signals = [0.0, 100.0, 2000.0, 5000.0];
+        assert_eq!(
+            ideal_from_ops_ms(&signals, &same),
+            ideal_ms(&signals, 200.0, 2000.0)
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ fn wave_bench_smoke_prints_a_row_per_cell_and_every_put_fits() {
         "wave_bench --smoke failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
-    // Rows of the first table: "nodes wave RA rep | ... | ... PUT max B".
+    // Rows of the first table: "nodes op wave RA rep | ... | ... PUT max B".
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .take_while(|l| !l.is_empty())
@@ -28,8 +28,8 @@ fn wave_bench_smoke_prints_a_row_per_cell_and_every_put_fits() {
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     for (row, wave) in rows.iter().zip(["1", "20"]) {
-        assert_eq!(row[..2], ["60", wave], "{stdout}");
-        let ratio: f64 = row[8].parse().unwrap();
+        assert_eq!(row[..3], ["60", "2", wave], "{stdout}");
+        let ratio: f64 = row[9].parse().unwrap();
         assert!(ratio.is_finite() && ratio >= 0.9, "{stdout}");
         let largest: usize = row.last().unwrap().parse().unwrap();
         assert!(largest > 0 && largest <= 4 * 1024 * 1024, "{stdout}");

@@ -186,7 +186,7 @@ pub(super) fn put_pool(
         .map(|p| l.render_pool(p, scope))
         .unwrap_or(Value::Null);
     let etag = l.etag.clone();
-    let delay_ms = st.tuning.completion_delay_ms;
+    let delay_ms = st.op_lengths.next_ms(&st.tuning);
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &p);
@@ -259,7 +259,7 @@ pub(super) fn delete_pool(
         now,
     );
     let retry = st.tuning.retry_after_secs;
-    let delay_ms = st.tuning.completion_delay_ms;
+    let delay_ms = st.op_lengths.next_ms(&st.tuning);
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = empty(StatusCode::ACCEPTED);
@@ -382,7 +382,7 @@ pub(super) fn put_lb(
     let rendered = slot.render(&sub_id, &rg_name);
     let etag = slot.etag.clone();
     let retry = st.tuning.retry_after_secs;
-    let delay_ms = st.tuning.completion_delay_ms;
+    let delay_ms = st.op_lengths.next_ms(&st.tuning);
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
     let mut resp = json(status, &rendered);

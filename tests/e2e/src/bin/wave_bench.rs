@@ -34,6 +34,10 @@ struct Cli {
     /// Actuator replica counts.
     #[arg(long, value_delimiter = ',', default_value = "1,3")]
     replicas: Vec<usize>,
+    /// Operation lengths in ms: a fixed length (`2000`) or a range drawn from (`2000-15000`);
+    /// the ideal meets the lengths the simulator ran.
+    #[arg(long, value_delimiter = ',', default_value = "2000,2000-15000", value_parser = parse_op)]
+    op_ms: Vec<(u64, Option<u64>)>,
     /// Cluster sizes (nodes in the simulated cluster).
     #[arg(long, value_delimiter = ',', default_value = "240,2000,5000")]
     nodes: Vec<usize>,
@@ -49,8 +53,31 @@ struct Cli {
     smoke: bool,
 }
 
+/// `2000` or `2000-15000`.
+fn parse_op(s: &str) -> Result<(u64, Option<u64>), String> {
+    let num = |x: &str| x.trim().parse::<u64>().map_err(|e| format!("{x:?}: {e}"));
+    match s.split_once('-') {
+        None => Ok((num(s)?, None)),
+        Some((lo, hi)) => {
+            let (lo, hi) = (num(lo)?, num(hi)?);
+            if hi < lo {
+                return Err(format!("{s}: the range is empty"));
+            }
+            Ok((lo, Some(hi)))
+        }
+    }
+}
+
+fn op_label(op: (u64, Option<u64>)) -> String {
+    match op.1 {
+        None => format!("{:.0}", op.0 as f64 / 1000.0),
+        Some(hi) => format!("{:.0}-{:.0}", op.0 as f64 / 1000.0, hi as f64 / 1000.0),
+    }
+}
+
 struct Cell {
     nodes: usize,
+    op: (u64, Option<u64>),
     wave: usize,
     retry_after: u64,
     replicas: usize,
@@ -60,6 +87,7 @@ struct Cell {
 
 fn options(nodes: usize, replicas: usize, retry_after: u64, dir: PathBuf) -> StackOptions {
     let mut o = StackOptions::realistic("aks", nodes, dir);
+    o.arm_tuning.completion_delay_max_ms = None;
     o.actuators = replicas;
     o.signals = 1;
     o.arm_tuning.retry_after_secs = retry_after;
@@ -81,13 +109,16 @@ async fn cell(
     cli: &Cli,
     dir: &std::path::Path,
     size: usize,
+    op: (u64, Option<u64>),
     wave_n: usize,
     ra: u64,
     r: usize,
 ) -> anyhow::Result<Option<Cell>> {
-    let cell_dir = opts_dir(dir, size, wave_n, ra, r);
-    let opts = options(size, r, ra, cell_dir.clone());
-    let (put, op) = (
+    let cell_dir = opts_dir(dir, size, op, wave_n, ra, r);
+    let mut opts = options(size, r, ra, cell_dir.clone());
+    opts.arm_tuning.completion_delay_ms = op.0;
+    opts.arm_tuning.completion_delay_max_ms = op.1;
+    let (put_ms, op_ms) = (
         opts.arm_tuning.latency_ms.put as f64,
         opts.arm_tuning.completion_delay_ms as f64,
     );
@@ -99,12 +130,13 @@ async fn cell(
     let nodes = wave_nodes(&mut sb, wave_n)?;
     let spread = Duration::from_secs_f64(cli.spread);
     let timeout = Duration::from_secs(180);
-    let down = wave::play(&mut sb, &nodes, State::Down, spread, put, op, timeout).await?;
-    let up = wave::play(&mut sb, &nodes, State::None, spread, put, op, timeout).await?;
+    let down = wave::play(&mut sb, &nodes, State::Down, spread, put_ms, op_ms, timeout).await?;
+    let up = wave::play(&mut sb, &nodes, State::None, spread, put_ms, op_ms, timeout).await?;
     write_arm_log(&sb, &cell_dir)?;
     sb.stack.stop().await;
     Ok(Some(Cell {
         nodes: size,
+        op,
         wave: wave_n,
         retry_after: ra,
         replicas: r,
@@ -113,8 +145,15 @@ async fn cell(
     }))
 }
 
-fn opts_dir(dir: &std::path::Path, size: usize, wave_n: usize, ra: u64, r: usize) -> PathBuf {
-    dir.join(format!("n{size}-w{wave_n}-ra{ra}-r{r}"))
+fn opts_dir(
+    dir: &std::path::Path,
+    size: usize,
+    op: (u64, Option<u64>),
+    wave_n: usize,
+    ra: u64,
+    r: usize,
+) -> PathBuf {
+    dir.join(format!("n{size}-op{}-w{wave_n}-ra{ra}-r{r}", op_label(op)))
 }
 
 /// ARM's side of a cell, for reading where the time went: every request (arrival, method,
@@ -201,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
         cli.retry_after = vec![10];
         cli.replicas = vec![2];
         cli.nodes = vec![60];
+        cli.op_ms = vec![(2000, None)];
         cli.frozen = false;
     }
     let dir = PathBuf::from("target/wave-bench").join(
@@ -210,21 +250,29 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut cells = Vec::new();
     for &size in &cli.nodes {
-        for &w in &cli.waves {
-            for &ra in &cli.retry_after {
-                for &r in &cli.replicas {
-                    eprintln!("{size} nodes, wave {w}, Retry-After {ra} s, {r} replica(s) ...");
-                    match cell(&cli, &dir, size, w, ra, r).await? {
-                        Some(c) => cells.push(c),
-                        None => eprintln!("  skipped: the cluster has fewer than {w} worker nodes"),
+        for &op in &cli.op_ms {
+            for &w in &cli.waves {
+                for &ra in &cli.retry_after {
+                    for &r in &cli.replicas {
+                        eprintln!(
+                            "{size} nodes, operations {} s, wave {w}, Retry-After {ra} s, {r} replica(s) ...",
+                            op_label(op)
+                        );
+                        match cell(&cli, &dir, size, op, w, ra, r).await? {
+                            Some(c) => cells.push(c),
+                            None => {
+                                eprintln!("  skipped: the cluster has fewer than {w} worker nodes")
+                            }
+                        }
                     }
                 }
             }
         }
     }
     println!(
-        "{:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8} {:>6} | {:>7} {:>7} {:>5} {:>6} {:>9}",
+        "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8} {:>6} | {:>7} {:>7} {:>5} {:>6} {:>9}",
         "nodes",
+        "op s",
         "wave",
         "RA s",
         "rep",
@@ -244,8 +292,9 @@ async fn main() -> anyhow::Result<()> {
     );
     for c in &cells {
         println!(
-            "{:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6} {:>9}",
+            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6} {:>9}",
             c.nodes,
+            op_label(c.op),
             c.wave,
             c.retry_after,
             c.replicas,
@@ -280,8 +329,9 @@ async fn main() -> anyhow::Result<()> {
         "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT"
     );
     println!(
-        "{:>5} {:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
+        "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
         "nodes",
+        "op s",
         "wave",
         "RA s",
         "rep",
@@ -298,8 +348,9 @@ async fn main() -> anyhow::Result<()> {
             percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
         };
         println!(
-            "{:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
+            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
             c.nodes,
+            op_label(c.op),
             c.wave,
             c.retry_after,
             c.replicas,
