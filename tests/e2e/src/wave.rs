@@ -116,6 +116,11 @@ pub struct WaveFigures {
     pub reads: usize,
     /// The largest PUT body ARM received (bytes; its limit is 4 MB).
     pub largest_put: usize,
+    /// CPU time during the wave (ms): the bench process, which runs arm-sim, kube-sim and the
+    /// harness; and the services' processes together. A simulator that needs a core of its
+    /// own would be measured instead of cutover.
+    pub sim_cpu_ms: f64,
+    pub services_cpu_ms: f64,
     pub overhead: Overhead,
 }
 
@@ -127,6 +132,36 @@ impl WaveFigures {
             f64::NAN
         }
     }
+}
+
+/// CPU time (user + system, ms) a process used so far, from `/proc/<pid>/stat` (`self` for
+/// this one); 0 when unreadable.
+pub fn cpu_ms(pid: Option<u32>) -> f64 {
+    let path = pid.map_or("/proc/self/stat".to_string(), |p| format!("/proc/{p}/stat"));
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| parse_cpu_ticks(&t))
+        .map_or(0.0, |ticks| ticks as f64 * 10.0)
+}
+
+/// utime + stime (fields 14 and 15, in clock ticks of 1/100 s: USER_HZ on Linux) of a
+/// `/proc/<pid>/stat` line; the command name may contain spaces, so fields count from the
+/// last ')'.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn services_cpu_ms(sb: &Sandbox) -> f64 {
+    sb.stack
+        .actuators
+        .iter()
+        .chain(sb.stack.signals.iter())
+        .filter_map(|s| s.proc.as_ref().and_then(|p| p.pid()))
+        .map(|pid| cpu_ms(Some(pid)))
+        .sum()
 }
 
 /// Taints (`Down`) or untaints (`None`) `nodes` spread evenly over `spread`, waits until every
@@ -142,6 +177,7 @@ pub async fn play(
 ) -> anyhow::Result<WaveFigures> {
     let t0 = jiff::Timestamp::now();
     let start = tokio::time::Instant::now();
+    let (sim_cpu0, svc_cpu0) = (cpu_ms(None), services_cpu_ms(sb));
     let mut signalled = Vec::with_capacity(nodes.len());
     for (i, n) in nodes.iter().enumerate() {
         let due = spread.mul_f64(i as f64 / nodes.len().max(1) as f64);
@@ -160,6 +196,7 @@ pub async fn play(
     sb.wait_state(nodes, state, t0, timeout)
         .await
         .map_err(anyhow::Error::msg)?;
+    let (sim_cpu_ms, services_cpu_ms) = (cpu_ms(None) - sim_cpu0, services_cpu_ms(sb) - svc_cpu0);
     let log = crate::observe::changes(&sb.stack.arm);
     let mut latencies = Vec::with_capacity(nodes.len());
     let mut signals = Vec::with_capacity(nodes.len());
@@ -238,12 +275,22 @@ pub async fn play(
         lock_conflicts,
         reads,
         largest_put,
+        sim_cpu_ms,
+        services_cpu_ms,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_ticks_are_read_after_the_command_name() {
+        let stat = "42 (arm sim) S 1 42 42 0 -1 4194560 100 0 0 0 250 30 0 0 20 0 9 0 100";
+        assert_eq!(parse_cpu_ticks(stat), Some(280));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+        assert!(cpu_ms(None) >= 0.0);
+    }
 
     #[test]
     fn an_idle_writer_cuts_at_the_floor() {

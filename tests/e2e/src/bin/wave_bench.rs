@@ -326,10 +326,11 @@ async fn main() -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT"
+        "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT; \
+         CPU ms over both directions: sim = the bench process (arm-sim, kube-sim, harness), svc = every service process"
     );
     println!(
-        "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8}",
+        "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9}",
         "nodes",
         "op s",
         "wave",
@@ -340,7 +341,9 @@ async fn main() -> anyhow::Result<()> {
         "react↓max",
         "lead↑",
         "react↑50",
-        "react↑max"
+        "react↑max",
+        "sim CPU",
+        "svc CPU"
     );
     for c in &cells {
         let lead = |f: &WaveFigures| f.overhead.lead_ms.iter().copied().fold(f64::NAN, f64::max);
@@ -348,7 +351,7 @@ async fn main() -> anyhow::Result<()> {
             percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
         };
         println!(
-            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8}",
+            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8} | {:>9.0} {:>9.0}",
             c.nodes,
             op_label(c.op),
             c.wave,
@@ -360,6 +363,8 @@ async fn main() -> anyhow::Result<()> {
             lead(&c.up),
             react(&c.up, 50.0),
             react(&c.up, 100.0),
+            c.down.sim_cpu_ms + c.up.sim_cpu_ms,
+            c.down.services_cpu_ms + c.up.services_cpu_ms,
         );
     }
     let worst = cells
