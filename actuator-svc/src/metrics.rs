@@ -22,6 +22,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub struct Metrics {
     registry: Registry,
     arm_requests: Family<Labels, Counter>,
+    arm_response_bytes: Family<Labels, Counter>,
     arm_throttled: Family<Labels, Counter>,
     arm_rate_limited: Family<Labels, Counter>,
     arm_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
@@ -63,6 +64,12 @@ impl Metrics {
             "arm_requests",
             "ARM requests by operation and HTTP status",
             arm_requests.clone(),
+        );
+        let arm_response_bytes = Family::<Labels, Counter>::default();
+        registry.register(
+            "arm_response_bytes",
+            "Bytes of ARM response bodies read, by operation (a completion probe stops at the LB's provisioningState)",
+            arm_response_bytes.clone(),
         );
         let arm_throttled = Family::<Labels, Counter>::default();
         registry.register(
@@ -201,6 +208,7 @@ impl Metrics {
         Self {
             registry: root,
             arm_requests,
+            arm_response_bytes,
             arm_throttled,
             arm_rate_limited,
             arm_remaining,
@@ -245,6 +253,11 @@ impl Metrics {
         self.arm_requests
             .get_or_create(&labels(&[("operation", operation), ("status", &status)]))
             .inc();
+    }
+    pub fn arm_response_bytes(&self, operation: &str, bytes: usize) {
+        self.arm_response_bytes
+            .get_or_create(&labels(&[("operation", operation)]))
+            .inc_by(bytes as u64);
     }
     pub fn throttled(&self, class: &str) {
         self.arm_throttled

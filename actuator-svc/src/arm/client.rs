@@ -151,33 +151,42 @@ struct Answer {
 }
 
 /// Reads a response body into one buffer sized from its Content-Length (no doubling), or
-/// through `scan` without keeping it.
+/// through `scan` without keeping it, stopping as soon as the scan has what it needs (the rest
+/// of a 16 MB document is never transferred: the connection is dropped instead of drained,
+/// which costs a new connection for the next request and nothing that grows with the LB).
+/// Returns the body and how many bytes were read.
 async fn read_body(
     mut stream: hyper::body::Incoming,
     len: Option<usize>,
     scan: Option<&mut LbState>,
-) -> Result<bytes::Bytes, hyper::Error> {
+) -> Result<(bytes::Bytes, usize), hyper::Error> {
     if let Some(state) = scan {
         let mut scanner = Scanner::new();
-        let mut bad = false;
+        let mut read = 0;
         while let Some(chunk) = next_data(&mut stream).await {
             let chunk = chunk?;
-            if !bad {
-                bad = scanner.feed(&chunk, state).is_err();
+            read += chunk.len();
+            if scanner.feed(&chunk, state).is_err() {
+                // Unreadable: say nothing rather than half of it.
+                *state = LbState::default();
+                return Ok((bytes::Bytes::new(), read));
+            }
+            if state.complete() {
+                return Ok((bytes::Bytes::new(), read));
             }
         }
-        if bad || scanner.finish(state).is_err() {
-            // Unreadable: say nothing rather than half of it.
+        if scanner.finish(state).is_err() {
             *state = LbState::default();
         }
-        return Ok(bytes::Bytes::new());
+        return Ok((bytes::Bytes::new(), read));
     }
     // A bogus length is only a hint: never reserve more than 256 MiB up front.
     let mut buf = Vec::with_capacity(len.unwrap_or(0).min(256 << 20));
     while let Some(chunk) = next_data(&mut stream).await {
         buf.extend_from_slice(&chunk?);
     }
-    Ok(buf.into())
+    let read = buf.len();
+    Ok((buf.into(), read))
 }
 
 /// The next data frame of a body (trailers are skipped).
@@ -438,10 +447,11 @@ impl ArmClient {
                 ReadAs::Scan(state) if ok => Some(&mut **state),
                 _ => None,
             };
-            let body = tokio::time::timeout(timeout, read_body(stream, len, scan))
+            let (body, read) = tokio::time::timeout(timeout, read_body(stream, len, scan))
                 .await
                 .map_err(|_| None)?
                 .map_err(|e| Some(e.to_string()))?;
+            self.metrics.arm_response_bytes(op, read);
             Ok::<_, Option<String>>(Answer {
                 status,
                 headers,
@@ -514,7 +524,7 @@ impl ArmClient {
         let mut state = LbState::default();
         match self
             .call_as(
-                "get_lb",
+                "get_lb_state",
                 Method::GET,
                 url,
                 None,

@@ -299,6 +299,15 @@ pub struct LbState {
     pub provisioning_state: Option<String>,
 }
 
+impl LbState {
+    /// Both found: a completion read may stop here. NRP writes `etag` before `properties`
+    /// and `provisioningState` first in it (contracts/arm.md section 9), so this is the first
+    /// few hundred bytes of the document, however many entries follow.
+    pub fn complete(&self) -> bool {
+        self.etag.is_some() && self.provisioning_state.is_some()
+    }
+}
+
 impl Sink for LbState {
     fn wants_text(&self, path: &[Frame]) -> bool {
         path_is(path, &[Some("etag")])

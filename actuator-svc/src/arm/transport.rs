@@ -32,6 +32,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POOL_IDLE: Duration = Duration::from_secs(90);
 /// Bound on one token request through [`HttpClient`]; azure_core's retry policy may try again.
 const TOKEN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest read from an ARM connection (see `Transport::new`).
+pub const PROBE_READ_MAX: usize = 64 * 1024;
 
 /// A transport that cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +111,11 @@ impl Transport {
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
+            // Reads of at most 64 KiB: a completion probe that stops at the LB's
+            // provisioningState then takes at most that much of a 16 MB document off the
+            // socket (hyper's adaptive buffer would grow to 400 KiB on a connection that
+            // carried whole documents); a whole read costs a few hundred more syscalls.
+            .http1_max_buf_size(PROBE_READ_MAX)
             .build(connector);
         Ok(Self { client })
     }

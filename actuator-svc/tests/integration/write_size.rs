@@ -160,3 +160,64 @@ async fn a_compact_base_is_kept_and_the_next_signal_writes_without_reading_first
     );
     no_412(&sim);
 }
+
+/// The counter `name` with `operation="op"` in a /metrics text (0 when absent).
+fn counter(metrics: &str, name: &str, op: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(&format!("operation=\"{op}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Seeing an operation end costs the same on any LB: the completion probe stops reading at
+/// the LB's `provisioningState`, which NRP (and arm-sim) writes in the document's first few
+/// hundred bytes, so it takes at most one read buffer (64 KiB) off the socket instead of a
+/// multi-megabyte document every 50-150 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_probes_of_a_large_lb_read_one_buffer_not_the_document() {
+    let (sim, cluster) = start_sim("aks").await;
+    // Over the whole-read threshold (2 MiB), so completions are probed, still under 4 MB.
+    let pad = serde_json::json!("x".repeat(2_500_000));
+    sim.outside_pool_property("kubernetes", "kubernetes", "padding", pad)
+        .unwrap();
+    let mut a = start_actuator(&sim, &cluster, &["--write-strategy", "whole-lb"]).await;
+    for (n, state) in [(3, AdminState::Down), (3, AdminState::None)] {
+        let rsp = a
+            .client
+            .set_node_admin_state(set_req(&cluster.nodes[n], state, WaitFor::Effective))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(phase(&rsp.result.unwrap()), ResultPhase::Effective);
+    }
+    let (_, metrics) = http_get(a.running.admin_addr, "/metrics").await;
+    let probes = counter(
+        &metrics,
+        "cutover_actuator_arm_requests_total",
+        "get_lb_state",
+    );
+    let probe_bytes = counter(
+        &metrics,
+        "cutover_actuator_arm_response_bytes_total",
+        "get_lb_state",
+    );
+    let reads = counter(&metrics, "cutover_actuator_arm_requests_total", "get_lb");
+    let read_bytes = counter(
+        &metrics,
+        "cutover_actuator_arm_response_bytes_total",
+        "get_lb",
+    );
+    assert!(
+        probes >= 2.0,
+        "no completion probe of the large LB:\n{metrics}"
+    );
+    assert!(
+        probe_bytes / probes <= actuator_svc::arm::transport::PROBE_READ_MAX as f64,
+        "{probe_bytes} bytes over {probes} probes:\n{metrics}"
+    );
+    // Whole reads (the base after an operation ends) still read whole documents.
+    assert!(read_bytes / reads > 1_000_000.0 / 2.0, "{metrics}");
+    a.running.shutdown().await;
+    sim.shutdown().await;
+}

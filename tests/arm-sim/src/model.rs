@@ -354,6 +354,65 @@ impl LoadBalancer {
     }
 }
 
+impl LoadBalancer {
+    /// [`LoadBalancer::render`] as JSON bytes in NRP's key order where a client may depend on
+    /// it: `name`, `id`, `etag`, `type`, `location`, `tags`, `sku`, then `properties` with
+    /// `provisioningState` and `resourceGuid` first (the recorded LoadBalancerGet example, and
+    /// every raw NRP body in contracts/arm.md section 9). A client can thus learn the LB's state
+    /// from the first few hundred bytes of a 16 MB document. serde_json's map sorts its keys,
+    /// so the two objects are written here by hand.
+    pub fn render_bytes(&self, sub: &str, rg: &str) -> Vec<u8> {
+        let Value::Object(mut top) = self.render(sub, rg) else {
+            return Vec::new();
+        };
+        let mut props = match top.remove("properties") {
+            Some(Value::Object(p)) => p,
+            _ => Map::new(),
+        };
+        let mut first: Vec<(String, Value)> = Vec::new();
+        for k in ["provisioningState", "resourceGuid"] {
+            if let Some(v) = props.remove(k) {
+                first.push((k.to_owned(), v));
+            }
+        }
+        first.extend(props);
+        let mut ordered: Vec<(String, Value)> = Vec::new();
+        for k in ["name", "id", "etag", "type", "location", "tags", "sku"] {
+            if let Some(v) = top.remove(k) {
+                ordered.push((k.to_owned(), v));
+            }
+        }
+        ordered.extend(top);
+        let mut out = Vec::with_capacity(64 * 1024);
+        out.push(b'{');
+        for (k, v) in &ordered {
+            write_member(&mut out, k, v);
+            out.push(b',');
+        }
+        write_key(&mut out, "properties");
+        out.push(b'{');
+        for (i, (k, v)) in first.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_member(&mut out, k, v);
+        }
+        out.extend_from_slice(b"}}");
+        out
+    }
+}
+
+fn write_key(out: &mut Vec<u8>, k: &str) {
+    out.extend_from_slice(&serde_json::to_vec(k).unwrap_or_default());
+    out.push(b':');
+}
+
+fn write_member(out: &mut Vec<u8>, k: &str, v: &Value) {
+    write_key(out, k);
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, v);
+}
+
 /// One ipConfiguration of a NIC.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -124,9 +124,7 @@ impl Store {
         if let Some(body) = self.rendered.get(&key) {
             return Ok((body.clone(), etag));
         }
-        let body = bytes::Bytes::from(
-            serde_json::to_vec(&l.render(&names.sub, &names.rg)).unwrap_or_default(),
-        );
+        let body = bytes::Bytes::from(l.render_bytes(&names.sub, &names.rg));
         self.lb_renders += 1;
         self.rendered.insert(key, body.clone());
         Ok((body, etag))
