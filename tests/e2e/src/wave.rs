@@ -114,6 +114,9 @@ pub struct WaveFigures {
     /// Writes refused because another operation held the LB.
     pub lock_conflicts: usize,
     pub reads: usize,
+    /// Each node's time to effective and its ideal (ms), for merging repeated runs.
+    pub latencies_ms: Vec<f64>,
+    pub ideals_ms: Vec<f64>,
     /// The largest PUT body ARM received (bytes; its limit is 4 MB).
     pub largest_put: usize,
     /// CPU time during the wave (ms): the bench process, which runs arm-sim, kube-sim and the
@@ -125,6 +128,29 @@ pub struct WaveFigures {
 }
 
 impl WaveFigures {
+    /// Several runs as one: percentiles over every node of every run, sums of counts and CPU,
+    /// the most PUTs per LB of any run, every lead and reaction.
+    pub fn merge(runs: &[WaveFigures]) -> WaveFigures {
+        let mut m = WaveFigures::default();
+        for r in runs {
+            m.nodes += r.nodes;
+            m.puts_per_lb = m.puts_per_lb.max(r.puts_per_lb);
+            m.lock_conflicts += r.lock_conflicts;
+            m.reads += r.reads;
+            m.latencies_ms.extend(&r.latencies_ms);
+            m.ideals_ms.extend(&r.ideals_ms);
+            m.largest_put = m.largest_put.max(r.largest_put);
+            m.sim_cpu_ms += r.sim_cpu_ms;
+            m.services_cpu_ms += r.services_cpu_ms;
+            m.overhead.lead_ms.extend(&r.overhead.lead_ms);
+            m.overhead.react_ms.extend(&r.overhead.react_ms);
+        }
+        m.p50_ms = percentile(&m.latencies_ms, 50.0).unwrap_or(f64::NAN);
+        m.p99_ms = percentile(&m.latencies_ms, 99.0).unwrap_or(f64::NAN);
+        m.ideal_p99_ms = percentile(&m.ideals_ms, 99.0).unwrap_or(f64::NAN);
+        m
+    }
+
     pub fn ratio(&self) -> f64 {
         if self.ideal_p99_ms > 0.0 {
             self.p99_ms / self.ideal_p99_ms
@@ -271,6 +297,8 @@ pub async fn play(
         p50_ms: percentile(&latencies, 50.0).unwrap_or(f64::NAN),
         p99_ms: percentile(&latencies, 99.0).unwrap_or(f64::NAN),
         ideal_p99_ms: percentile(&ideal, 99.0).unwrap_or(f64::NAN),
+        latencies_ms: latencies,
+        ideals_ms: ideal,
         puts_per_lb: puts.values().copied().max().unwrap_or(0),
         lock_conflicts,
         reads,
