@@ -340,7 +340,7 @@ async fn main() -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT, react = operation end to next PUT; \
+        "where the time beyond the ideal went (ms, from ARM's logs): lead = first signal to first PUT (p99 over the LBs and repeats), react = operation end to next PUT; \
          CPU ms over both directions: sim = the bench process (arm-sim, kube-sim, harness), svc = every service process"
     );
     println!(
@@ -350,17 +350,17 @@ async fn main() -> anyhow::Result<()> {
         "wave",
         "RA s",
         "rep",
-        "lead↓",
+        "lead↓99",
         "react↓50",
         "react↓max",
-        "lead↑",
+        "lead↑99",
         "react↑50",
         "react↑max",
         "sim CPU",
         "svc CPU"
     );
     for c in &cells {
-        let lead = |f: &WaveFigures| f.overhead.lead_ms.iter().copied().fold(f64::NAN, f64::max);
+        let lead = |f: &WaveFigures| percentile(&f.overhead.lead_ms, 99.0).unwrap_or(f64::NAN);
         let react = |f: &WaveFigures, p: f64| {
             percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
         };
