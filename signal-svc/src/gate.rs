@@ -198,6 +198,7 @@ pub async fn run(
     let api: Api<Node> = Api::all(client);
     let mut statuses = shared.statuses.subscribe();
     let mut leader = shared.leader_rx();
+    let mut resumed = shared.resumed_rx();
     let mut retry: Option<tokio::time::Instant> = None;
     let mut backoff = RETRY_MIN;
     let mut failed: HashSet<String> = HashSet::new();
@@ -212,6 +213,11 @@ pub async fn run(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             r = leader.changed() => {
+                if r.is_err() { return }
+                handle.kick_all();
+            }
+            // Conditions decided while writes were paused were not written: decide again.
+            r = resumed.changed() => {
                 if r.is_err() { return }
                 handle.kick_all();
             }

@@ -108,10 +108,10 @@ impl Election {
     fn apply(&mut self, shared: &Shared) {
         let Some(term) = self.term else { return };
         match term.standing(Instant::now(), &self.timings) {
-            Standing::Active => {
-                shared.write_until(term.renewed_sent_at + self.timings.renew_deadline);
-                shared.lead(term.epoch);
-            }
+            Standing::Active => shared.lead_until(
+                term.epoch,
+                Some(term.renewed_sent_at + self.timings.renew_deadline),
+            ),
             Standing::Suspended => shared.suspend(),
             Standing::Lost => {
                 tracing::warn!(

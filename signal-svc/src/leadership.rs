@@ -33,29 +33,58 @@ impl Shared {
         *self.leader_tx.borrow()
     }
 
-    /// The current term may write until `at` (its renew deadline), by this process's
-    /// monotonic clock; the election sets it on every renewal.
-    pub fn write_until(&self, at: tokio::time::Instant) {
-        *self.writable_until.lock() = Some(at);
+    /// Leads with `epoch` until `until` (the term's renew deadline by this process's
+    /// monotonic clock; `None` keeps the one set before, or none: no election). Resuming the
+    /// same epoch after writes were paused (suspended, or the deadline passed before the
+    /// election noticed) does what the pause held back; a new epoch starts over.
+    pub fn lead_until(&self, epoch: u64, until: Option<tokio::time::Instant>) {
+        let lapsed = {
+            let mut w = self.writable_until.lock();
+            let lapsed = w.is_some_and(|at| tokio::time::Instant::now() >= at);
+            if until.is_some() {
+                *w = until;
+            }
+            lapsed
+        };
+        if *self.leader_tx.borrow() == Some(epoch) {
+            let was_active = self.active.swap(true, Ordering::AcqRel);
+            if !was_active || lapsed {
+                tracing::info!(epoch, "lease renewed again; resuming under the same epoch");
+                self.metrics.leader.set(1);
+                self.writable_again();
+            }
+            return;
+        }
+        self.become_leader(epoch);
+    }
+
+    /// Leads with `epoch` (see [`Shared::lead_until`]).
+    pub fn lead(&self, epoch: u64) {
+        self.lead_until(epoch, None);
+    }
+
+    /// Writes resume under the same epoch: a Spot notice seen meanwhile still needs its taint
+    /// (the taint writer drops requests while nothing may be written), drain-gate conditions
+    /// decided meanwhile still need writing, and streams send what piled up and a fresh
+    /// assignment.
+    fn writable_again(&self) {
+        let pending = self.core.lock().index.pending_taints();
+        for t in pending {
+            self.send_taint(t);
+        }
+        self.resumed.send_modify(|n| *n += 1);
+        self.wake_all();
+    }
+
+    /// Bumped each time writes resume under the same epoch (a new epoch changes
+    /// [`Shared::leader_rx`] instead).
+    pub fn resumed_rx(&self) -> watch::Receiver<u64> {
+        self.resumed.subscribe()
     }
 
     /// The epoch the streams run under (also while suspended).
     pub fn leader_rx(&self) -> watch::Receiver<Option<u64>> {
         self.leader_tx.subscribe()
-    }
-
-    /// Leads with `epoch`: resumes the same epoch, or starts a new one.
-    pub fn lead(&self, epoch: u64) {
-        if *self.leader_tx.borrow() == Some(epoch) {
-            if !self.active.swap(true, Ordering::AcqRel) {
-                tracing::info!(epoch, "lease renewed again; resuming under the same epoch");
-                self.metrics.leader.set(1);
-                // Streams send what piled up while suspended, and a fresh assignment.
-                self.wake_all();
-            }
-            return;
-        }
-        self.become_leader(epoch);
     }
 
     /// This process now leads with a new `epoch`: re-stamp every state, re-derive pending
@@ -150,14 +179,69 @@ mod tests {
     #[tokio::test]
     async fn past_the_renew_deadline_nothing_may_be_written_before_the_election_notices() {
         let s = shared();
-        s.write_until(Instant::now() + Duration::from_millis(300));
-        s.lead(7);
+        s.lead_until(7, Some(Instant::now() + Duration::from_millis(300)));
         assert_eq!(s.leader_epoch(), Some(7));
         tokio::time::sleep(Duration::from_millis(350)).await;
         assert_eq!(s.leader_epoch(), None, "suspend() was never called");
         // A renewal moves the deadline on and the same epoch writes again.
-        s.write_until(Instant::now() + Duration::from_secs(30));
-        s.lead(7);
+        let resumed = s.resumed_rx();
+        s.lead_until(7, Some(Instant::now() + Duration::from_secs(30)));
         assert_eq!(s.leader_epoch(), Some(7));
+        assert!(resumed.has_changed().unwrap(), "a lapse counts as a pause");
+    }
+
+    /// A Spot notice seen while writes were paused (a slow API server makes the leader miss
+    /// its renew deadline now and then) got no taint: the taint writer drops requests it may
+    /// not act on. Resuming sends it again; before, it waited for a new epoch, and the chaos
+    /// soak saw a noticed node never cut.
+    #[tokio::test]
+    async fn a_notice_seen_while_suspended_is_tainted_on_resume() {
+        use crate::domain::event::EventView;
+        use k8s_openapi::api::core::v1::{Node, NodeSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(),
+        };
+        let s = Shared::new(core, "me".into(), false, tx);
+        s.lead_until(3, Some(Instant::now() + Duration::from_secs(30)));
+        s.suspend();
+        let now = jiff::Timestamp::now();
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                uid: Some("u".into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(
+                    "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/v/virtualMachines/1".into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let notice = EventView {
+            name: "n.e1".into(),
+            uid: "e1".into(),
+            reason: "PreemptScheduled".into(),
+            kind: Some("Node".into()),
+            node_name: Some("n".into()),
+            message: "Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. DurationInSeconds: -1.".into(),
+            time: Some(now),
+        };
+        {
+            let mut core = s.core.lock();
+            core.index.apply(&node, now);
+            // The request the event produced went to a writer that dropped it (suspended).
+            assert_eq!(core.index.apply_event(&notice, now).taints.len(), 1);
+        }
+        assert!(rx.try_recv().is_err());
+        s.lead_until(3, Some(Instant::now() + Duration::from_secs(30)));
+        let again = rx
+            .try_recv()
+            .expect("the pending taint is sent again on resume");
+        assert_eq!((again.name.as_str(), again.uid.as_str()), ("n", "u"));
     }
 }

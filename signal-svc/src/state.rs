@@ -48,6 +48,8 @@ pub struct Shared {
     /// not known yet). Checked on every write, so a process frozen past it (SIGSTOP, a long
     /// GC-like stall of the host) writes nothing when it wakes, whichever task runs first.
     pub(crate) writable_until: Mutex<Option<tokio::time::Instant>>,
+    /// Bumped when writes resume under the same epoch (see [`crate::leadership`]).
+    pub(crate) resumed: watch::Sender<u64>,
     /// The highest epoch an actuator reported having accepted.
     pub(crate) epoch_floor: AtomicU64,
     pub(crate) epoch_raise: Arc<Notify>,
@@ -82,6 +84,7 @@ impl Shared {
             leader_tx,
             active: AtomicBool::new(false),
             writable_until: Mutex::new(None),
+            resumed: watch::channel(0).0,
             epoch_floor: AtomicU64::new(0),
             epoch_raise: Arc::default(),
             taint_tx,
