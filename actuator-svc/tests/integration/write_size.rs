@@ -170,7 +170,8 @@ fn counter(metrics: &str, name: &str, op: &str) -> f64 {
         .sum()
 }
 
-/// Seeing an operation end costs the same on any LB: the completion probe stops reading at
+/// Seeing an operation end costs the same on any LB (and so does a PUT's answer, which echoes
+/// the whole LB): the completion probe stops reading at
 /// the LB's `provisioningState`, which NRP (and arm-sim) writes in the document's first few
 /// hundred bytes, so it takes at most one read buffer (64 KiB) off the socket instead of a
 /// multi-megabyte document every 50-150 ms.
@@ -218,6 +219,19 @@ async fn completion_probes_of_a_large_lb_read_one_buffer_not_the_document() {
     );
     // Whole reads (the base after an operation ends) still read whole documents.
     assert!(read_bytes / reads > 1_000_000.0 / 2.0, "{metrics}");
+    // A PUT's answer echoes the whole LB; only its headers are needed: a short answer (the
+    // internal LB's) is drained to keep the connection, a long one dropped after a read.
+    let puts = counter(&metrics, "cutover_actuator_arm_requests_total", "put_lb");
+    let put_bytes = counter(
+        &metrics,
+        "cutover_actuator_arm_response_bytes_total",
+        "put_lb",
+    );
+    assert!(puts >= 2.0, "{metrics}");
+    assert!(
+        put_bytes / puts <= 2.0 * actuator_svc::arm::transport::PROBE_READ_MAX as f64,
+        "{put_bytes} bytes over {puts} PUT answers:\n{metrics}"
+    );
     a.running.shutdown().await;
     sim.shutdown().await;
 }

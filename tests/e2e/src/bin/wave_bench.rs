@@ -138,8 +138,12 @@ async fn cell(
     for _ in 0..repeats {
         let nodes = wave_nodes(&mut sb, wave_n)?;
         downs.push(wave::play(&mut sb, &nodes, State::Down, spread, put_ms, op_ms, timeout).await?);
+        // One node is measured from idle both ways (ARM's log shows the cut effective before
+        // cutover's completion read has seen it; a node comes back minutes later, not then).
+        if repeats > 1 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         ups.push(wave::play(&mut sb, &nodes, State::None, spread, put_ms, op_ms, timeout).await?);
-        // A one-node cut measured from idle: the previous restore's operation is over.
         if repeats > 1 {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
