@@ -45,6 +45,11 @@ struct Cli {
     /// each effective before the next), for a p99 of the time to the first PUT.
     #[arg(long, default_value_t = 20)]
     singles: usize,
+    /// Pause (ms) before each one-node cut and restore, so each starts from idle: after an
+    /// operation the actuator reads the whole LB once (16 MB at 5,000 nodes), and a node comes
+    /// back minutes later in a real cluster, not then.
+    #[arg(long, default_value_t = 2000)]
+    settle_ms: u64,
     /// Seconds over which a wave's taints are spread.
     #[arg(long, default_value_t = 2.0)]
     spread: f64,
@@ -140,12 +145,13 @@ async fn cell(
         downs.push(wave::play(&mut sb, &nodes, State::Down, spread, put_ms, op_ms, timeout).await?);
         // One node is measured from idle both ways (ARM's log shows the cut effective before
         // cutover's completion read has seen it; a node comes back minutes later, not then).
+        let settle = Duration::from_millis(cli.settle_ms);
         if repeats > 1 {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(settle).await;
         }
         ups.push(wave::play(&mut sb, &nodes, State::None, spread, put_ms, op_ms, timeout).await?);
         if repeats > 1 {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(settle).await;
         }
     }
     let (down, up) = (WaveFigures::merge(&downs), WaveFigures::merge(&ups));
@@ -260,6 +266,7 @@ async fn main() -> anyhow::Result<()> {
         cli.op_ms = vec![(2000, None)];
         cli.frozen = false;
         cli.singles = 3;
+        cli.settle_ms = 500;
     }
     let dir = PathBuf::from("target/wave-bench").join(
         jiff::Timestamp::now()
