@@ -8,8 +8,10 @@ use std::process::Command;
 
 #[test]
 fn wave_bench_smoke_prints_a_row_per_cell_and_every_put_fits() {
+    let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_wave_bench"))
         .arg("--smoke")
+        .arg(format!("--run-dir={}", dir.path().display()))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -56,6 +56,9 @@ struct Cli {
     /// Also freeze one of three replicas (SIGSTOP) mid-wave.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     frozen: bool,
+    /// Where each cell's logs go (default: target/wave-bench/<time>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
     /// Two small cells (CI smoke): one node and 20 nodes of 60, Retry-After 10, 2 replicas,
     /// no frozen case.
     #[arg(long)]
@@ -268,11 +271,13 @@ async fn main() -> anyhow::Result<()> {
         cli.singles = 3;
         cli.settle_ms = 500;
     }
-    let dir = PathBuf::from("target/wave-bench").join(
-        jiff::Timestamp::now()
-            .strftime("%Y%m%dT%H%M%SZ")
-            .to_string(),
-    );
+    let dir = cli.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("target/wave-bench").join(
+            jiff::Timestamp::now()
+                .strftime("%Y%m%dT%H%M%SZ")
+                .to_string(),
+        )
+    });
     let mut cells = Vec::new();
     for &size in &cli.nodes {
         for &op in &cli.op_ms {
