@@ -498,6 +498,7 @@ fn registered_names() -> BTreeSet<String> {
     );
     let actuator = actuator_svc::metrics::Metrics::new();
     actuator.arm_request("get", 200);
+    actuator.arm_response_bytes("get_lb", 1);
     actuator.throttled("read");
     actuator.rate_limited("write");
     actuator.remaining("read", 1);
