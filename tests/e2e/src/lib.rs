@@ -24,5 +24,6 @@ pub mod results;
 pub mod sandbox;
 pub mod scale;
 pub mod scenarios;
+pub mod smoke;
 pub mod stack;
 pub mod wave;

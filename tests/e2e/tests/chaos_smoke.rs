@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::process::Command;
-
 /// The first number after the row's name in the printed table.
 fn count(stdout: &str, row: &str) -> usize {
     stdout
@@ -20,20 +18,9 @@ fn count(stdout: &str, row: &str) -> usize {
 
 #[test]
 fn chaos_smoke_has_no_violations_and_an_exact_end_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_chaos_soak"))
-        .args(["--smoke", "--seed", "1"])
-        .arg(format!("--run-dir={}", dir.path().display()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = cutover_e2e::smoke::run(env!("CARGO_BIN_EXE_chaos_soak"), &["--seed", "1"])
+        .unwrap_or_else(|e| panic!("{e}"));
     println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "chaos_soak --smoke failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
     assert!(
         stdout.contains("verdict: no violations, end state exact"),
         "{stdout}"

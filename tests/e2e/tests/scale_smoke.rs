@@ -4,23 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::process::Command;
-
 #[test]
 fn scale_bench_smoke_runs_and_prints_its_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_scale_bench"))
-        .arg("--smoke")
-        .arg(format!("--run-dir={}", dir.path().display()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "scale_bench --smoke failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    let stdout = cutover_e2e::smoke::run(env!("CARGO_BIN_EXE_scale_bench"), &[])
+        .unwrap_or_else(|e| panic!("{e}"));
     println!("{stdout}");
     let table: Vec<&str> = stdout.lines().collect();
     assert!(

@@ -4,23 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::process::Command;
-
 #[test]
 fn wave_bench_smoke_prints_a_row_per_cell_and_every_put_fits() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_wave_bench"))
-        .arg("--smoke")
-        .arg(format!("--run-dir={}", dir.path().display()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "wave_bench --smoke failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    let stdout = cutover_e2e::smoke::run(env!("CARGO_BIN_EXE_wave_bench"), &[])
+        .unwrap_or_else(|e| panic!("{e}"));
     // Rows of the first table: "nodes op wave RA rep | ... | ... PUT max B".
     let rows: Vec<Vec<&str>> = stdout
         .lines()

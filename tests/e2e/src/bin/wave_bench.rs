@@ -87,12 +87,44 @@ fn op_label(op: (u64, Option<u64>)) -> String {
     }
 }
 
-struct Cell {
+/// Where a cell sits in the grid.
+#[derive(Debug, Clone, Copy)]
+struct At {
     nodes: usize,
     op: (u64, Option<u64>),
     wave: usize,
     retry_after: u64,
     replicas: usize,
+}
+
+impl At {
+    /// The cell's own directory under the run's.
+    fn dir(&self, run: &std::path::Path) -> PathBuf {
+        run.join(format!(
+            "n{}-op{}-w{}-ra{}-r{}",
+            self.nodes,
+            op_label(self.op),
+            self.wave,
+            self.retry_after,
+            self.replicas
+        ))
+    }
+
+    /// The first columns of every table row.
+    fn columns(&self) -> String {
+        format!(
+            "{:>5} {:>5} {:>5} {:>4} {:>3}",
+            self.nodes,
+            op_label(self.op),
+            self.wave,
+            self.retry_after,
+            self.replicas
+        )
+    }
+}
+
+struct Cell {
+    at: At,
     down: WaveFigures,
     up: WaveFigures,
 }
@@ -117,19 +149,12 @@ fn wave_nodes(sb: &mut Sandbox, n: usize) -> anyhow::Result<Vec<String>> {
     Ok(nodes)
 }
 
-async fn cell(
-    cli: &Cli,
-    dir: &std::path::Path,
-    size: usize,
-    op: (u64, Option<u64>),
-    wave_n: usize,
-    ra: u64,
-    r: usize,
-) -> anyhow::Result<Option<Cell>> {
-    let cell_dir = opts_dir(dir, size, op, wave_n, ra, r);
-    let mut opts = options(size, r, ra, cell_dir.clone());
-    opts.arm_tuning.completion_delay_ms = op.0;
-    opts.arm_tuning.completion_delay_max_ms = op.1;
+async fn cell(cli: &Cli, dir: &std::path::Path, at: At) -> anyhow::Result<Option<Cell>> {
+    let cell_dir = at.dir(dir);
+    let wave_n = at.wave;
+    let mut opts = options(at.nodes, at.replicas, at.retry_after, cell_dir.clone());
+    opts.arm_tuning.completion_delay_ms = at.op.0;
+    opts.arm_tuning.completion_delay_max_ms = at.op.1;
     let (put_ms, op_ms) = (
         opts.arm_tuning.latency_ms.put as f64,
         opts.arm_tuning.completion_delay_ms as f64,
@@ -160,26 +185,7 @@ async fn cell(
     let (down, up) = (WaveFigures::merge(&downs), WaveFigures::merge(&ups));
     write_arm_log(&sb, &cell_dir)?;
     sb.stack.stop().await;
-    Ok(Some(Cell {
-        nodes: size,
-        op,
-        wave: wave_n,
-        retry_after: ra,
-        replicas: r,
-        down,
-        up,
-    }))
-}
-
-fn opts_dir(
-    dir: &std::path::Path,
-    size: usize,
-    op: (u64, Option<u64>),
-    wave_n: usize,
-    ra: u64,
-    r: usize,
-) -> PathBuf {
-    dir.join(format!("n{size}-op{}-w{wave_n}-ra{ra}-r{r}", op_label(op)))
+    Ok(Some(Cell { at, down, up }))
 }
 
 /// ARM's side of a cell, for reading where the time went: every request (arrival, method,
@@ -288,7 +294,14 @@ async fn main() -> anyhow::Result<()> {
                             "{size} nodes, operations {} s, wave {w}, Retry-After {ra} s, {r} replica(s) ...",
                             op_label(op)
                         );
-                        match cell(&cli, &dir, size, op, w, ra, r).await? {
+                        let at = At {
+                            nodes: size,
+                            op,
+                            wave: w,
+                            retry_after: ra,
+                            replicas: r,
+                        };
+                        match cell(&cli, &dir, at).await? {
                             Some(c) => cells.push(c),
                             None => {
                                 eprintln!("  skipped: the cluster has fewer than {w} worker nodes")
@@ -322,12 +335,8 @@ async fn main() -> anyhow::Result<()> {
     );
     for c in &cells {
         println!(
-            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6} {:>9}",
-            c.nodes,
-            op_label(c.op),
-            c.wave,
-            c.retry_after,
-            c.replicas,
+            "{} | {:>6} {:>6} {:>8} {:>6.2} | {:>6} {:>6} {:>8} {:>6.2} | {:>7} {:>7} {:>5} {:>6} {:>9}",
+            c.at.columns(),
             s(c.down.p50_ms),
             s(c.down.p99_ms),
             s(c.down.ideal_p99_ms),
@@ -381,12 +390,8 @@ async fn main() -> anyhow::Result<()> {
             percentile(&f.overhead.react_ms, p).map_or("-".to_string(), |v| format!("{v:.0}"))
         };
         println!(
-            "{:>5} {:>5} {:>5} {:>4} {:>3} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8} | {:>9.0} {:>9.0}",
-            c.nodes,
-            op_label(c.op),
-            c.wave,
-            c.retry_after,
-            c.replicas,
+            "{} | {:>8.0} {:>8} {:>8} | {:>8.0} {:>8} {:>8} | {:>9.0} {:>9.0}",
+            c.at.columns(),
             lead(&c.down),
             react(&c.down, 50.0),
             react(&c.down, 100.0),
