@@ -7,7 +7,6 @@ use crate::certs::{self, Pki};
 pub use crate::kube_side::{KubeKind, KubeSide};
 use crate::procs::{Proc, Spec};
 use anyhow::{Context, bail};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -156,23 +155,9 @@ pub struct Stack {
     pub signals: Vec<Service>,
 }
 
-/// A port for a service to listen on. Picked below Linux's ephemeral range (32768-60999):
-/// a port the OS hands out for `:0` is released before the service binds it, and meanwhile
-/// any outbound connection on the machine (a test run next door) may take it as its source
-/// port. Below the range only another listener can, and the bind check sees that.
+/// A port for a service to listen on (below the ephemeral range; see `kube_real`).
 fn free_port() -> anyhow::Result<u16> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    // Spread runs by process id, walk by a counter: concurrent stacks rarely even try the same.
-    let start = std::process::id().wrapping_mul(7919);
-    for _ in 0..200 {
-        let n = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(97));
-        let port = 20_000 + (n % 12_000) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
-        }
-    }
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(kube_real::process::free_port()?)
 }
 
 impl Stack {

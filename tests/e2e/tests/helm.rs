@@ -622,13 +622,9 @@ async fn every_variant_applies_to_a_real_api_server() {
     assert_eq!(d.spec.replicas, Some(1), "single-replica applied last");
 }
 
-/// A fresh port on loopback for a service to listen on.
+/// A port on loopback for a service to listen on (below the ephemeral range).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    kube_real::process::free_port().unwrap()
 }
 
 /// Replaces `--flag=…` in `args` (it must be there).

@@ -2,7 +2,7 @@
 
 use crate::kubeconfig;
 use crate::pki::{self, Pki};
-use crate::process::{Guarded, free_port};
+use crate::process::{Guarded, free_port, lost_its_port};
 use crate::tools::{self, Tools, ToolsMissing};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -115,8 +115,24 @@ fn apiserver_args(pki: &Pki, dir: &Path, etcd: u16, port: u16) -> Vec<String> {
 }
 
 impl RealApiServer {
-    /// Starts etcd and kube-apiserver and waits until `/readyz` answers 200.
+    /// Starts etcd and kube-apiserver and waits until `/readyz` answers 200. A start whose
+    /// port was taken between the check and the bind is tried again on other ports.
     pub async fn start() -> Result<Self, StartError> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once().await {
+                Err(StartError::Exited { tail, .. })
+                    if attempt < ATTEMPTS && lost_its_port(&tail) =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once() -> Result<Self, StartError> {
         let tools = tools::locate()?;
         let dir = tempfile::Builder::new()
             .prefix("kube-real-")
