@@ -52,6 +52,7 @@ pub mod faults;
 pub mod lifecycle;
 pub mod lro;
 pub mod model;
+pub mod render;
 pub mod routes;
 pub mod seed;
 pub mod server;

@@ -172,68 +172,6 @@ impl Pool {
     pub fn address(&self, name: &str) -> Option<&Address> {
         self.addresses.iter().find(|a| a.name == name)
     }
-
-    /// The pool as NRP renders it. Every child carries the load balancer's etag. `back_refs`
-    /// (derived from the LB's rules) replace any stored back-references.
-    pub fn render(
-        &self,
-        scope: Scope<'_>,
-        etag: &str,
-        back_refs: Option<&Map<String, Value>>,
-    ) -> Value {
-        let pool_id = scope.pool_id(&self.name);
-        let mut props = self.props.clone();
-        if let Some(refs) = back_refs {
-            for k in crate::structure::POOL_BACK_REFS {
-                props.remove(*k);
-            }
-            props.extend(refs.clone());
-        }
-        props.insert("provisioningState".into(), json!(self.provisioning_state));
-        if !self.addresses.is_empty() || !self.nic_based {
-            let addrs: Vec<Value> = self
-                .addresses
-                .iter()
-                .map(|a| self.render_address(a, &pool_id, etag))
-                .collect();
-            props.insert("loadBalancerBackendAddresses".into(), Value::Array(addrs));
-        }
-        if !self.backend_ip_configurations.is_empty() {
-            let ids: Vec<Value> = self
-                .backend_ip_configurations
-                .iter()
-                .map(|id| json!({ "id": id }))
-                .collect();
-            props.insert("backendIPConfigurations".into(), Value::Array(ids));
-        }
-        json!({
-            "name": self.name,
-            "id": pool_id,
-            "etag": etag,
-            "type": POOL_TYPE,
-            "properties": props,
-        })
-    }
-
-    fn render_address(&self, a: &Address, pool_id: &str, etag: &str) -> Value {
-        let mut props = a.props.clone();
-        if let Some(s) = a.admin_state {
-            props.insert("adminState".into(), json!(s.as_str()));
-        }
-        if a.nic_ip_configuration().is_some() {
-            // NIC-style entries are sub-resources with their own id/etag/type.
-            props.insert("provisioningState".into(), json!(self.provisioning_state));
-            json!({
-                "name": a.name,
-                "id": format!("{pool_id}/loadBalancerBackendAddresses/{}", a.name),
-                "etag": etag,
-                "type": ADDRESS_TYPE,
-                "properties": props,
-            })
-        } else {
-            json!({ "name": a.name, "properties": props })
-        }
-    }
 }
 
 /// An in-flight operation holding a load balancer.
@@ -291,12 +229,16 @@ impl LoadBalancer {
             .find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
-    /// A pool of this LB as NRP renders it, with back-references derived from the LB's rules
-    /// (seeded back-references are kept when the LB has no rules at all).
+    /// A pool of this LB as NRP renders it ([`crate::render::pool`]).
+    pub fn pool_bytes(&self, pool: &Pool, scope: Scope<'_>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024 + pool.addresses.len() * 640);
+        crate::render::pool(&mut out, self, pool, scope);
+        out
+    }
+
+    /// [`LoadBalancer::pool_bytes`] as a JSON value (tests, small answers).
     pub fn render_pool(&self, pool: &Pool, scope: Scope<'_>) -> Value {
-        let refs = crate::structure::has_rules(&self.props)
-            .then(|| crate::structure::pool_refs(&self.props, &scope.lb_id(), &pool.name));
-        pool.render(scope, &self.etag, refs.as_ref())
+        serde_json::from_slice(&self.pool_bytes(pool, scope)).unwrap_or(Value::Null)
     }
 
     /// The fingerprint of everything but pool membership ([`crate::structure::fingerprint`]).
@@ -315,102 +257,20 @@ impl LoadBalancer {
         )
     }
 
+    /// [`LoadBalancer::render_bytes`] as a JSON value (tests, small answers).
     pub fn render(&self, sub: &str, rg: &str) -> Value {
-        let scope = Scope {
-            sub,
-            rg,
-            lb: &self.name,
-        };
-        let mut props = self.props.clone();
-        // Children (frontends, rules, probes) carry ids, the LB's etag and provisioning state,
-        // and back-references, as in real output.
-        props.extend(crate::structure::render(
-            &self.props,
-            &scope.lb_id(),
-            &self.etag,
-            &self.provisioning_state,
-        ));
-        props.insert("provisioningState".into(), json!(self.provisioning_state));
-        props.insert("resourceGuid".into(), json!(self.resource_guid));
-        let pools: Vec<Value> = self
-            .pools
-            .iter()
-            .map(|p| self.render_pool(p, scope))
-            .collect();
-        props.insert("backendAddressPools".into(), Value::Array(pools));
-        let mut out = json!({
-            "name": self.name,
-            "id": scope.lb_id(),
-            "etag": self.etag,
-            "type": LB_TYPE,
-            "location": self.location,
-            "sku": self.sku,
-            "properties": props,
-        });
-        if let Some(tags) = &self.tags {
-            out["tags"] = tags.clone();
-        }
-        out
+        serde_json::from_slice(&self.render_bytes(sub, rg)).unwrap_or(Value::Null)
     }
-}
 
-impl LoadBalancer {
-    /// [`LoadBalancer::render`] as JSON bytes in NRP's key order where a client may depend on
-    /// it: `name`, `id`, `etag`, `type`, `location`, `tags`, `sku`, then `properties` with
-    /// `provisioningState` and `resourceGuid` first (the recorded LoadBalancerGet example, and
-    /// every raw NRP body in contracts/arm.md section 9). A client can thus learn the LB's state
-    /// from the first few hundred bytes of a 16 MB document. serde_json's map sorts its keys,
-    /// so the two objects are written here by hand.
+    /// The load balancer as GET and PUT answer it, in NRP's key order
+    /// ([`crate::render::load_balancer`]): a client can learn the LB's state from the first
+    /// few hundred bytes of a 16 MB document.
     pub fn render_bytes(&self, sub: &str, rg: &str) -> Vec<u8> {
-        let Value::Object(mut top) = self.render(sub, rg) else {
-            return Vec::new();
-        };
-        let mut props = match top.remove("properties") {
-            Some(Value::Object(p)) => p,
-            _ => Map::new(),
-        };
-        let mut first: Vec<(String, Value)> = Vec::new();
-        for k in ["provisioningState", "resourceGuid"] {
-            if let Some(v) = props.remove(k) {
-                first.push((k.to_owned(), v));
-            }
-        }
-        first.extend(props);
-        let mut ordered: Vec<(String, Value)> = Vec::new();
-        for k in ["name", "id", "etag", "type", "location", "tags", "sku"] {
-            if let Some(v) = top.remove(k) {
-                ordered.push((k.to_owned(), v));
-            }
-        }
-        ordered.extend(top);
-        let mut out = Vec::with_capacity(64 * 1024);
-        out.push(b'{');
-        for (k, v) in &ordered {
-            write_member(&mut out, k, v);
-            out.push(b',');
-        }
-        write_key(&mut out, "properties");
-        out.push(b'{');
-        for (i, (k, v)) in first.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_member(&mut out, k, v);
-        }
-        out.extend_from_slice(b"}}");
+        let entries: usize = self.pools.iter().map(|p| p.addresses.len()).sum();
+        let mut out = Vec::with_capacity(16 * 1024 + entries * 640);
+        crate::render::load_balancer(&mut out, self, sub, rg);
         out
     }
-}
-
-fn write_key(out: &mut Vec<u8>, k: &str) {
-    out.extend_from_slice(&serde_json::to_vec(k).unwrap_or_default());
-    out.push(b':');
-}
-
-fn write_member(out: &mut Vec<u8>, k: &str, v: &Value) {
-    write_key(out, k);
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 /// One ipConfiguration of a NIC.

@@ -1133,7 +1133,19 @@ async fn an_unchanged_lb_is_rendered_once_and_every_change_shows_in_the_next_rea
     sim.set_tuning(tuning);
     let put = raw.put(&lb, &tok, &body, None).await;
     assert!(put.status == 200 || put.status == 201, "{:?}", put.body);
-    let running = raw.get(&lb, &tok).await.body;
+    let renders = sim.lb_renders();
+    let running_raw = raw.get(&lb, &tok).await;
+    // The PUT answers with the document a GET reads while the operation runs, rendered once.
+    assert_eq!(
+        running_raw.raw, put.raw,
+        "PUT answer and GET during the operation"
+    );
+    assert_eq!(
+        sim.lb_renders(),
+        renders,
+        "the GET re-rendered the PUT's answer"
+    );
+    let running = running_raw.body;
     assert_eq!(running["properties"]["provisioningState"], "Updating");
     assert_eq!(sim.complete_operations(), 1);
     let done = raw.get(&lb, &tok).await.body;

@@ -193,6 +193,18 @@ async fn pool_get_examples_round_trip() {
         assert_eq!(r.body["id"], expected["id"], "{file}: same id template");
         let model: models::BackendAddressPool = serde_json::from_slice(&r.raw).unwrap();
         assert_eq!(model.name.as_deref(), Some("backend"));
+        let text = std::fs::read_to_string(vectors_dir().join(file)).unwrap();
+        let (want_top, want_props) = key_order(&text, "\"body\"");
+        let (got_top, got_props) = key_order(&String::from_utf8_lossy(&r.raw), "");
+        assert_eq!(got_top, want_top, "{file}: NRP's key order");
+        // Newer api-versions also list a NIC-based pool's members as entries (contracts/arm.md
+        // 1.3), which this older example lacks: the example's keys keep their order.
+        let got_props: Vec<&String> = got_props
+            .iter()
+            .filter(|k| want_props.contains(k))
+            .collect();
+        let want_props: Vec<&String> = want_props.iter().collect();
+        assert_eq!(got_props, want_props, "{file}: NRP's key order");
     }
 }
 
@@ -249,15 +261,14 @@ async fn load_balancer_get_examples_round_trip() {
         assert_shape(&r.body, expected, file);
         let model: models::LoadBalancer = serde_json::from_slice(&r.raw).unwrap();
         assert_eq!(model.properties.unwrap().backend_address_pools.len(), 1);
-        // NRP's key order: top-level members as in the example, and `properties` starting
-        // with `provisioningState` (a client may stop reading a 16 MB LB there).
+        // NRP's key order: top-level members and `properties` as in the example, so
+        // `provisioningState` first (a client may stop reading a 16 MB LB there).
         // (The example's own order, read from its text: serde_json's map would sort it.)
         let text = std::fs::read_to_string(vectors_dir().join(file)).unwrap();
         let (want_top, want_props) = key_order(&text, "\"body\"");
         let (got_top, got_props) = key_order(&String::from_utf8_lossy(&r.raw), "");
         assert_eq!(got_top, want_top, "{file}");
-        assert_eq!(got_props[..2], want_props[..2], "{file}");
-        assert_eq!(got_props[0], "provisioningState", "{file}");
+        assert_eq!(got_props, want_props, "{file}");
     }
 }
 

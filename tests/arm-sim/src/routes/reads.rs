@@ -36,7 +36,7 @@ pub(super) fn get_pool(
         .pool(pool)
         .ok_or_else(|| ArmError::child_not_found(&scope.pool_id(pool)))?;
     Ok(with_etag(
-        json(StatusCode::OK, &l.render_pool(p, scope)),
+        json_bytes(StatusCode::OK, l.pool_bytes(p, scope).into()),
         &l.etag,
     ))
 }
@@ -57,18 +57,44 @@ fn page_range(parts: &Parts, size: usize, total: usize) -> (std::ops::Range<usiz
     (start..end, (end < total).then_some(end))
 }
 
-/// A page body `{"value": [...], "nextLink"?: ...}`.
-fn page_body(shared: &Shared, parts: &Parts, value: Vec<Value>, next: Option<usize>) -> Value {
-    let mut body = j!({ "value": value });
-    if let Some(next) = next {
+/// A page's `nextLink`, if there is a next page.
+fn next_link(shared: &Shared, parts: &Parts, next: Option<usize>) -> Option<String> {
+    next.map(|next| {
         let api = api_version(parts);
-        body["nextLink"] = j!(format!(
+        format!(
             "{}{}?api-version={api}&$skipToken={next}",
             shared.base_url,
             parts.uri.path()
-        ));
+        )
+    })
+}
+
+/// A page body `{"value": [...], "nextLink"?: ...}`.
+fn page_body(shared: &Shared, parts: &Parts, value: Vec<Value>, next: Option<usize>) -> Value {
+    let mut body = j!({ "value": value });
+    if let Some(link) = next_link(shared, parts, next) {
+        body["nextLink"] = j!(link);
     }
     body
+}
+
+/// [`page_body`] of items already rendered as bytes (pools of 5,000 entries are megabytes).
+fn page_bytes(shared: &Shared, parts: &Parts, items: Vec<Vec<u8>>, next: Option<usize>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.iter().map(Vec::len).sum::<usize>() + 256);
+    out.extend_from_slice(b"{\"value\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    if let Some(link) = next_link(shared, parts, next) {
+        out.extend_from_slice(b",\"nextLink\":");
+        out.extend_from_slice(&serde_json::to_vec(&link).unwrap_or_default());
+    }
+    out.push(b'}');
+    out
 }
 
 pub(super) fn list_pools(
@@ -89,13 +115,14 @@ pub(super) fn list_pools(
         };
         // Only the requested page is rendered (pools of 5,000 entries are megabytes each).
         let (range, next) = page_range(parts, st.tuning.page_size, l.pools.len());
-        let items: Vec<Value> = l.pools[range]
+        let items: Vec<Vec<u8>> = l.pools[range]
             .iter()
-            .map(|p| l.render_pool(p, scope))
+            .map(|p| l.pool_bytes(p, scope))
             .collect();
         (items, next)
     };
-    Ok(json(StatusCode::OK, &page_body(shared, parts, items, next)))
+    let body = page_bytes(shared, parts, items, next);
+    Ok(json_bytes(StatusCode::OK, body.into()))
 }
 
 pub(super) fn list_nics(

@@ -2,7 +2,7 @@
 //! LB etag, validates the body, takes the LB lock (or supersedes), stores the new state with
 //! `provisioningState: Updating`, starts an operation and schedules its completion.
 
-use super::{Resp, empty, json, set_header};
+use super::{Resp, empty, json_bytes, set_header};
 use crate::Shared;
 use crate::body::{lb_from_body, pool_from_body};
 use crate::errors::ArmError;
@@ -135,7 +135,7 @@ pub(super) fn put_pool(
         st.ops
             .finished(key.clone(), &location, kind, op_id.clone(), now);
         let l = st.store.lb(sub, rg, lb)?;
-        let mut resp = json(StatusCode::OK, &l.render_pool(&new_pool, scope));
+        let mut resp = json_bytes(StatusCode::OK, l.pool_bytes(&new_pool, scope).into());
         lro_headers(
             shared,
             parts,
@@ -183,13 +183,13 @@ pub(super) fn put_pool(
     );
     let p = l
         .pool(pool)
-        .map(|p| l.render_pool(p, scope))
-        .unwrap_or(Value::Null);
+        .map(|p| l.pool_bytes(p, scope))
+        .unwrap_or_else(|| b"null".to_vec());
     let etag = l.etag.clone();
     let delay_ms = st.op_lengths.next_ms(&st.tuning);
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
-    let mut resp = json(status, &p);
+    let mut resp = json_bytes(status, p.into());
     lro_headers(
         shared,
         parts,
@@ -379,13 +379,14 @@ pub(super) fn put_lb(
         },
         now,
     );
-    let rendered = slot.render(&sub_id, &rg_name);
-    let etag = slot.etag.clone();
+    // The answer is the document a GET reads until the operation ends: rendered once, and
+    // kept for those GETs.
+    let (rendered, etag) = st.store.lb_body(&sub_id, &rg_name, &lb_name)?;
     let retry = st.tuning.retry_after_secs;
     let delay_ms = st.op_lengths.next_ms(&st.tuning);
     drop(guard);
     schedule(shared, op_id.clone(), delay_ms);
-    let mut resp = json(status, &rendered);
+    let mut resp = json_bytes(status, rendered);
     lro_headers(
         shared,
         parts,
