@@ -415,8 +415,18 @@ impl Builder {
 impl LbIndex {
     /// Indexes a load balancer document (GET of the LB, or a PUT answer), streaming it.
     pub fn read(name: &str, id: &str, body: &[u8]) -> Result<Self, doc::DocError> {
+        Self::read_also(name, id, body, &mut ())
+    }
+
+    /// [`LbIndex::read`], feeding `also` from the same scan of the document.
+    pub fn read_also(
+        name: &str,
+        id: &str,
+        body: &[u8],
+        also: &mut impl crate::arm::scan::Sink,
+    ) -> Result<Self, doc::DocError> {
         let mut b = Builder::new();
-        let head = doc::read_lb(body, &mut b)?;
+        let head = doc::read_lb_also(body, &mut b, also)?;
         Ok(b.finish(name, id, head))
     }
 

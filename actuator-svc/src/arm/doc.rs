@@ -163,12 +163,22 @@ pub struct DocHead {
 
 /// Reads a load balancer document (GET of the LB, or a PUT answer).
 pub fn read_lb(body: &[u8], sink: &mut impl EntrySink) -> Result<DocHead, DocError> {
-    read(body, Shape::Lb, sink)
+    read(body, Shape::Lb, sink, &mut ())
+}
+
+/// [`read_lb`], feeding `also` from the same scan (the splicer's compactor: one pass over a
+/// 16 MB document instead of two).
+pub fn read_lb_also(
+    body: &[u8],
+    sink: &mut impl EntrySink,
+    also: &mut impl Sink,
+) -> Result<DocHead, DocError> {
+    read(body, Shape::Lb, sink, also)
 }
 
 /// Reads one page of a pool LIST (no rules at hand: pools used by rules count as probed).
 pub fn read_pool_page(body: &[u8], sink: &mut impl EntrySink) -> Result<DocHead, DocError> {
-    read(body, Shape::PoolPage, sink)
+    read(body, Shape::PoolPage, sink, &mut ())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -486,7 +496,12 @@ impl<S: EntrySink> Sink for Reader<'_, S> {
     }
 }
 
-fn read(body: &[u8], shape: Shape, sink: &mut impl EntrySink) -> Result<DocHead, DocError> {
+fn read(
+    body: &[u8],
+    shape: Shape,
+    sink: &mut impl EntrySink,
+    also: &mut impl Sink,
+) -> Result<DocHead, DocError> {
     let mut reader = Reader {
         shape,
         sink,
@@ -498,7 +513,7 @@ fn read(body: &[u8], shape: Shape, sink: &mut impl EntrySink) -> Result<DocHead,
         rule_probe: false,
         probed: HashSet::new(),
     };
-    scan::scan(body, &mut reader).map_err(|e| DocError(e.to_string()))?;
+    scan::scan(body, &mut scan::Both(&mut reader, also)).map_err(|e| DocError(e.to_string()))?;
     if !reader.root_object {
         return Err(DocError("the document is not a JSON object".into()));
     }

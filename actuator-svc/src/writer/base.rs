@@ -5,7 +5,7 @@
 use super::Writer;
 use crate::arm::ArmError;
 use crate::arm::doc::Provisioning;
-use crate::arm::scan::{self, LbState};
+use crate::arm::scan;
 use crate::arm::splice;
 use crate::cache::KeptBase;
 use crate::index::LbIndex;
@@ -86,8 +86,7 @@ impl Writer {
             resource: resource.clone(),
             message,
         };
-        let mut state = LbState::default();
-        scan::scan(&body, &mut state).map_err(|e| decode(e.to_string()))?;
+        let state = scan::lb_state(&body).map_err(|e| decode(e.to_string()))?;
         let provisioning = Provisioning::parse(state.provisioning_state.as_deref());
         if provisioning == Provisioning::Updating && self.cache.lb(&self.lb).is_some() {
             self.base = Some(Base {
@@ -99,15 +98,17 @@ impl Writer {
             });
             return Ok(());
         }
-        let index = LbIndex::read(&self.lb, &self.arm.lb_id(&self.lb), &body)
+        // One scan indexes the entries and finds the read-only members to drop: the base
+        // keeps only what a PUT carries, a sixteenth of the document at 5,000 nodes, so it
+        // stays in the base cache between rounds and the next signal's PUT needs no GET first.
+        let mut compactor = splice::Compactor::new();
+        let index = LbIndex::read_also(&self.lb, &self.arm.lb_id(&self.lb), &body, &mut compactor)
             .map_err(|e| decode(e.to_string()))?;
         self.metrics.unprobed(&self.lb, index.unprobed_len());
         self.report_skipped(&index);
         self.cache.put(&self.lb, Some(index), fetched);
-        // The base keeps only what a PUT carries (read-only members dropped): a sixteenth of
-        // the document at 5,000 nodes, so it stays in the base cache between rounds and the
-        // next signal's PUT needs no GET first. The read's room in the body budget goes back.
-        let body = splice::compact(&body).map_err(|e| decode(e.to_string()))?;
+        let body = compactor.finish(&body);
+        // The read's room in the body budget goes back.
         drop(room);
         self.base = Some(Base {
             body,
