@@ -14,7 +14,7 @@
 use crate::errors::ArmError;
 use crate::model::{Address, AdminState, LoadBalancer, Pool};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 const POOL_READ_ONLY: &[&str] = &[
     "provisioningState",
@@ -120,7 +120,28 @@ fn parse_entry(i: usize, v: &Value) -> Result<Entry<'_>, ArmError> {
     Ok(Entry { name, props, admin })
 }
 
+/// Where each key first appears among `keys` (a 5,000-entry pool is matched against a body
+/// in one pass, not one scan of the pool per entry).
+fn first_index<'a>(
+    keys: impl Iterator<Item = Option<&'a str>>,
+    fold: bool,
+) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for (i, k) in keys.enumerate() {
+        if let Some(k) = k {
+            let k = if fold {
+                k.to_ascii_lowercase()
+            } else {
+                k.to_owned()
+            };
+            out.entry(k).or_insert(i);
+        }
+    }
+    out
+}
+
 fn ip_entries(pool: &Pool, entries: &[Value]) -> Result<Vec<Address>, ArmError> {
+    let known = first_index(pool.addresses.iter().map(|a| Some(a.name.as_str())), false);
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(entries.len());
     for (i, v) in entries.iter().enumerate() {
@@ -156,9 +177,9 @@ fn ip_entries(pool: &Pool, entries: &[Value]) -> Result<Vec<Address>, ArmError> 
                 )));
             }
         }
-        let effective = pool
-            .address(name)
-            .map(|a| a.effective)
+        let effective = known
+            .get(name)
+            .map(|&k| pool.addresses[k].effective)
             .unwrap_or(AdminState::None);
         out.push(Address {
             name: name.to_owned(),
@@ -172,24 +193,23 @@ fn ip_entries(pool: &Pool, entries: &[Value]) -> Result<Vec<Address>, ArmError> 
 
 fn nic_entries(pool: &Pool, entries: &[Value]) -> Result<Vec<Address>, ArmError> {
     let mut requested: Vec<Option<AdminState>> = vec![None; pool.addresses.len()];
+    // Names and NIC references match case-insensitively, as ARM compares IDs.
+    let names = first_index(pool.addresses.iter().map(|a| Some(a.name.as_str())), true);
+    let nics = first_index(
+        pool.addresses.iter().map(Address::nic_ip_configuration),
+        true,
+    );
     for (i, v) in entries.iter().enumerate() {
         let e = parse_entry(i, v)?;
-        let by_name = e.name.and_then(|n| {
-            pool.addresses
-                .iter()
-                .position(|a| a.name.eq_ignore_ascii_case(n))
-        });
+        let by_name = e
+            .name
+            .and_then(|n| names.get(&n.to_ascii_lowercase()).copied());
         let nic = e
             .props
             .get("networkInterfaceIPConfiguration")
             .and_then(|v| v.get("id"))
             .and_then(Value::as_str);
-        let by_nic = nic.and_then(|id| {
-            pool.addresses.iter().position(|a| {
-                a.nic_ip_configuration()
-                    .is_some_and(|m| m.eq_ignore_ascii_case(id))
-            })
-        });
+        let by_nic = nic.and_then(|id| nics.get(&id.to_ascii_lowercase()).copied());
         let idx = match (by_name, by_nic, nic) {
             (Some(a), Some(b), _) if a != b => None,
             (Some(a), _, None) => Some(a),
