@@ -167,6 +167,10 @@ async fn cell(cli: &Cli, dir: &std::path::Path, at: At) -> anyhow::Result<Option
     let spread = Duration::from_secs_f64(cli.spread);
     let timeout = Duration::from_secs(180);
     let repeats = if wave_n == 1 { cli.singles.max(1) } else { 1 };
+    // Every cell starts on a running system: "ready" comes while the actuators still apply
+    // the signal-svc's first snapshot (5,000 nodes) and read their LBs, and a first signal in
+    // that second paid for it (~200 ms at 5,000 nodes), which is start-up, not a wave.
+    tokio::time::sleep(Duration::from_millis(cli.settle_ms)).await;
     let (mut downs, mut ups) = (Vec::new(), Vec::new());
     for _ in 0..repeats {
         let nodes = wave_nodes(&mut sb, wave_n)?;
