@@ -4,8 +4,9 @@
 //! that sees `Succeeded` is the base of the next write.
 //!
 //! Pacing ([`PollPace`], pure): with no history, reads follow the `base` interval from the
-//! start. Once operations on this LB have been timed, the first read waits until just before
-//! the shortest recent one would end (earlier reads could only say `Updating`), reads follow
+//! start. Once operations on this LB have been timed, reads before the shortest recent one
+//! would end come only every `early` interval (an operation can still end sooner: NRP's
+//! lengths vary several-fold, and one seen late holds up the LB's next write), reads follow
 //! the short `fine` interval through a `window` around that moment (where the end is most
 //! likely, so it is seen within about `fine` of happening), then fall back to `base`. When the
 //! read budget runs low, every LB in flight slows down to an even share of the sustained read
@@ -21,6 +22,9 @@ pub struct PollPace {
     pub base: Duration,
     /// The interval around the expected end.
     pub fine: Duration,
+    /// The interval before the expected end: with operations of 2-15 s, the shortest of the
+    /// last few is often twice as long as the next one, which was seen up to 8 s late.
+    pub early: Duration,
     /// How long past the expected end the fine interval lasts (ARM's operations vary; past
     /// this the end is not imminent any more).
     pub window: Duration,
@@ -33,6 +37,7 @@ impl Default for PollPace {
         Self {
             base: Duration::from_millis(150),
             fine: Duration::from_millis(50),
+            early: Duration::from_secs(1),
             window: Duration::from_millis(400),
             share: 0.5,
         }
@@ -44,6 +49,7 @@ impl Default for PollPace {
 pub struct Steps {
     pub base: Duration,
     pub fine: Duration,
+    pub early: Duration,
 }
 
 impl PollPace {
@@ -55,12 +61,14 @@ impl PollPace {
             return Steps {
                 base: self.base,
                 fine: self.fine,
+                early: self.early,
             };
         }
         let even = Duration::from_secs_f64(in_flight.max(1) as f64 / (rate * self.share));
         Steps {
             base: self.base.max(even),
             fine: self.fine.max(even),
+            early: self.early.max(even),
         }
     }
 
@@ -87,7 +95,8 @@ impl PollPace {
                     last + steps.base
                 }
             }
-            _ => first,
+            Some(last) => (last + steps.early).min(first),
+            None => steps.early.min(first),
         }
     }
 
@@ -158,15 +167,15 @@ mod tests {
     #[test]
     fn a_timed_operation_is_seen_ended_within_the_fine_interval() {
         let p = PollPace::default();
-        // 2 s operations: the first read 50 ms before the expected end, then every 50 ms.
-        assert_eq!(reads_until(&p, Some(2000), 2000, 10).0, [1950, 2000]);
+        // 2 s operations: one early read, then from 50 ms before the expected end every 50 ms.
+        assert_eq!(reads_until(&p, Some(2000), 2000, 10).0, [1000, 1950, 2000]);
         // An operation a little longer than the shortest recent one: still seen in fine steps.
         let (r, _) = reads_until(&p, Some(2000), 2230, 10);
-        assert_eq!(r.first(), Some(&1950));
+        assert_eq!(r[..2], [1000, 1950]);
         assert!(r.last().unwrap() - 2230 <= 50, "{r:?}");
         // Reads slower than the fine interval follow each other at once.
         let (r, _) = reads_until(&p, Some(2000), 2230, 80);
-        assert_eq!(r[..3], [1950, 2030, 2110]);
+        assert_eq!(r[..4], [1000, 1950, 2030, 2110]);
         // Far past the window, back to the base interval.
         let (r, _) = reads_until(&p, Some(2000), 4000, 10);
         let gaps: Vec<u64> = r.windows(2).map(|w| w[1] - w[0]).collect();
@@ -194,8 +203,20 @@ mod tests {
         // Operations that got faster: the first read already sees the end, and the next
         // window opens earlier.
         let (r, learned3) = reads_until(&p, Some(2000), 1500, 10);
-        assert_eq!(r, [1950]);
-        assert_eq!(learned3, 1800);
+        assert_eq!(r, [1000, 1950]);
+        assert_eq!(learned3, 1000);
+    }
+
+    #[test]
+    fn an_operation_much_shorter_than_the_recent_ones_is_seen_within_the_early_interval() {
+        let p = PollPace::default();
+        // Recent operations took at least 8.2 s; this one ends at 2.7 s (NRP's 2-15 s).
+        let (r, learned) = reads_until(&p, Some(8200), 2700, 60);
+        assert_eq!(r, [1000, 2000, 3000], "seen at most 1 s late");
+        assert_eq!(learned, 2000, "and the next window opens sooner");
+        // Reads before the window stay few: a 15 s operation expected at 15 s.
+        let (r, _) = reads_until(&p, Some(15_000), 15_000, 60);
+        assert!(r.len() <= 16, "{} reads: {r:?}", r.len());
     }
 
     #[test]
@@ -206,7 +227,8 @@ mod tests {
             p.steps(20, 0.9, 6.0),
             Steps {
                 base: ms(150),
-                fine: ms(50)
+                fine: ms(50),
+                early: ms(1000)
             }
         );
         // Bucket below half: 3 reads/s shared by 6 LBs = one read per LB every 2 s, fine
@@ -215,7 +237,8 @@ mod tests {
             p.steps(6, 0.2, 6.0),
             Steps {
                 base: ms(2000),
-                fine: ms(2000)
+                fine: ms(2000),
+                early: ms(2000)
             }
         );
         // A large rate: the floor is the configured pace.
@@ -223,7 +246,8 @@ mod tests {
             p.steps(1, 0.2, 100.0),
             Steps {
                 base: ms(150),
-                fine: ms(50)
+                fine: ms(50),
+                early: ms(1000)
             }
         );
         assert_eq!(p.steps(3, 0.2, 100.0).fine, ms(60));
