@@ -40,8 +40,7 @@ fn main() {
                         serde_json::from_slice::<serde_json::Value>(&body).unwrap()
                     });
                     let (apply, _) = best(3, || {
-                        arm_sim::body::lb_from_body(&lb.name, &doc, Some(lb), &lb.location)
-                            .unwrap()
+                        arm_sim::body::lb_from_body(&lb.name, &doc, Some(lb), &lb.location).unwrap()
                     });
                     println!(
                         "| {nodes} | {} | {:.2} MB | {:.1} ms | {:.0} | {:.1} ms | {:.1} ms |",
