@@ -11,6 +11,7 @@
 //! Actuators report the highest epoch they accepted when they refuse ours
 //! ([`Shared::report_accepted_epoch`]); the leader then raises its Lease above it.
 
+use crate::domain::lease::CREATE_TRANSITIONS;
 use crate::state::Shared;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -97,7 +98,11 @@ impl Shared {
             core.index.pending_taints()
         };
         self.reported.lock().clear();
-        self.assign.lock().reset(epoch);
+        let fresh =
+            epoch == u64::try_from(CREATE_TRANSITIONS).unwrap_or(1) && self.epoch_floor() == 0;
+        self.assign
+            .lock()
+            .begin(epoch, tokio::time::Instant::now(), fresh);
         self.metrics.leader.set(1);
         self.metrics
             .epoch
@@ -125,8 +130,9 @@ impl Shared {
         self.active.store(false, Ordering::Release);
         self.metrics.leader.set(0);
         self.leader_tx.send_replace(None);
+        // The assigner keeps its epoch, generation and fences: the streams that end now fence
+        // what they were told, and re-taking the same epoch goes on from there.
         self.clear_streams_ready();
-        self.assign.lock().reset(0);
     }
 
     /// An actuator has accepted `epoch` (it refused ours because of it).

@@ -68,6 +68,8 @@ pub struct Assigner {
     /// Load balancer -> when the assignment of its last (dead) holder has lapsed, and that
     /// holder's endpoint (which may take it back at once).
     fenced: BTreeMap<String, (Instant, String)>,
+    /// A new epoch's quiet period (see [`Assigner::begin`]).
+    quiet_until: Option<Instant>,
 }
 
 impl Assigner {
@@ -80,6 +82,7 @@ impl Assigner {
             managed: BTreeSet::new(),
             slots: BTreeMap::new(),
             fenced: BTreeMap::new(),
+            quiet_until: None,
         }
     }
 
@@ -92,14 +95,42 @@ impl Assigner {
         self.valid_for / 3
     }
 
-    /// A new leadership: nothing is known about the streams of the previous one. Its
-    /// assignments are fenced by epoch at the actuators (a newer epoch wins at once).
-    pub fn reset(&mut self, epoch: u64) {
+    /// Leadership under `epoch` (re)starts at `now`.
+    ///
+    /// - The same epoch again (this process re-took its own Lease record after its streams
+    ///   closed): the generation goes on and the fences of its ended streams stay. Restarting
+    ///   the generation made every actuator refuse the new assignments as stale (N1).
+    /// - A new epoch: nothing is known about the streams of the previous leader, whose
+    ///   grants may live up to `valid_for` after its last assignment (an actuator that never
+    ///   hears our `Hello` does not retire them). Nobody is given a load balancer before
+    ///   `now + valid_for` ([`Assigner::quiet_until`]); the first epoch of a Lease created
+    ///   from nothing (`fresh`) has no predecessor and starts at once.
+    pub fn begin(&mut self, epoch: u64, now: Instant, fresh: bool) {
+        if epoch == self.epoch && epoch != 0 {
+            return;
+        }
         self.epoch = epoch;
         self.generation = 0;
         self.managed.clear();
         self.slots.clear();
         self.fenced.clear();
+        self.quiet_until = (!fresh).then_some(now + self.valid_for);
+    }
+
+    /// Before this instant a new leadership gives no load balancer to anyone (see
+    /// [`Assigner::begin`]).
+    pub fn quiet_until(&self) -> Option<Instant> {
+        self.quiet_until
+    }
+
+    /// The epoch the assignments are made under.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The newest generation made under the epoch.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Every load balancer a live stream reports, or a dead one held and is still fenced.
@@ -176,7 +207,11 @@ impl Assigner {
 
     /// The next instant at which [`Assigner::tick`] can change something, if any.
     pub fn next_fence_expiry(&self) -> Option<Instant> {
-        self.fenced.values().map(|(at, _)| *at).min()
+        self.fenced
+            .values()
+            .map(|(at, _)| *at)
+            .chain(self.quiet_until)
+            .min()
     }
 
     /// The assignment to send on a stream now: a new plan, or a heartbeat when the last one
@@ -251,6 +286,10 @@ impl Assigner {
         for lb in &lapsed {
             self.fenced.remove(lb);
         }
+        if self.quiet_until.is_some_and(|until| until <= now) {
+            self.quiet_until = None;
+        }
+        let quiet = self.quiet_until.is_some();
         self.managed = self
             .slots
             .values()
@@ -275,6 +314,9 @@ impl Assigner {
             let Some(ep) = route::pick(lb, &able) else {
                 continue;
             };
+            if quiet {
+                continue;
+            }
             let id = by_endpoint[ep.as_str()];
             // A fenced load balancer goes to nobody else; the stream that has it keeps it,
             // and its own replica reconnecting takes it back (taking it away adds a gap).

@@ -26,7 +26,7 @@ fn owners(a: &Assigner) -> BTreeMap<String, Option<String>> {
 fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(7);
+    a.begin(7, t, true);
     let (x, o) = a.join("10.0.0.1:9443", &lbs(12), t);
     assert!(o.changed);
     let sent = deliver(&mut a, &[x], t);
@@ -71,7 +71,7 @@ fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
 fn a_dead_holder_is_replaced_only_once_its_assignment_lapsed() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(1);
+    a.begin(1, t, true);
     let (x, _) = a.join("a:1", &lbs(8), t);
     let (y, _) = a.join("b:1", &lbs(8), t);
     let sent = deliver(&mut a, &[x, y], t);
@@ -102,7 +102,7 @@ fn a_dead_holder_is_replaced_only_once_its_assignment_lapsed() {
 fn a_stream_never_told_anything_leaves_without_fence() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(1);
+    a.begin(1, t, true);
     let (x, _) = a.join("a:1", &lbs(4), t);
     let (y, _) = a.join("b:1", &lbs(4), t);
     deliver(&mut a, &[y], t);
@@ -115,7 +115,7 @@ fn a_stream_never_told_anything_leaves_without_fence() {
 fn heartbeats_repeat_the_same_generation_and_reconnects_get_a_newer_one() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(1);
+    a.begin(1, t, true);
     let (x, _) = a.join("a:1", &lbs(2), t);
     let first = a.due(x, t).unwrap();
     a.sent(x, &first, t);
@@ -140,10 +140,10 @@ fn heartbeats_repeat_the_same_generation_and_reconnects_get_a_newer_one() {
 fn a_new_leadership_starts_from_nothing() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(1);
+    a.begin(1, t, true);
     let (x, _) = a.join("a:1", &lbs(3), t);
     deliver(&mut a, &[x], t);
-    a.reset(2);
+    a.begin(2, t, true);
     assert!(a.managed().is_empty());
     assert_eq!(a.due(x, t), None, "streams of the old epoch are gone");
     let (y, _) = a.join("a:1", &lbs(3), t);
@@ -154,7 +154,7 @@ fn a_new_leadership_starts_from_nothing() {
 fn managed_is_the_union_of_what_streams_report() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(1);
+    a.begin(1, t, true);
     a.join("a:1", &["kubernetes".into()], t);
     a.join(
         "b:1",
@@ -172,7 +172,7 @@ fn managed_is_the_union_of_what_streams_report() {
 fn a_changed_managed_set_reassigns_on_the_same_streams() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.reset(4);
+    a.begin(4, t, true);
     let (x, _) = a.join("a:1", &lbs(6), t);
     let (y, _) = a.join("b:1", &lbs(6), t);
     let first = deliver(&mut a, &[x, y], t);
@@ -213,4 +213,67 @@ fn a_changed_managed_set_reassigns_on_the_same_streams() {
     let only_x: Vec<String> = (1..8).map(|i| format!("lb-{i}")).collect();
     a.manages(x, &only_x, t);
     assert_eq!(owners(&a)["lb-7"].as_deref(), Some("a:1"));
+}
+
+/// N1: the leader re-took its own Lease record under the same epoch after its streams had
+/// closed. Restarting the generation at 0 made every actuator refuse the new assignments as
+/// older than the ones it held, so nothing was written until the count caught up.
+#[test]
+fn the_same_epoch_again_goes_on_with_its_generations_and_fences() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.begin(5, t, true);
+    let (x, _) = a.join("a:1", &lbs(4), t);
+    let (y, _) = a.join("b:1", &lbs(4), t);
+    let first = deliver(&mut a, &[x, y], t);
+    let held_by_x: Vec<String> = first[&x].load_balancers.clone();
+    let before = a.generation();
+    // The term was lost (streams closed) and the same record re-taken 1 s later.
+    let later = t + Duration::from_secs(1);
+    a.leave(x, later);
+    a.leave(y, later);
+    a.begin(5, later, false);
+    assert_eq!(a.quiet_until(), None, "no quiet period within an epoch");
+    let (y2, _) = a.join("b:1", &lbs(4), later);
+    let again = deliver(&mut a, &[y2], later);
+    assert!(
+        again[&y2].generation > before,
+        "generations never go backwards"
+    );
+    for lb in &held_by_x {
+        assert!(
+            !again[&y2].load_balancers.contains(lb),
+            "{lb}: x's grant still lives; its fence must hold across the re-take"
+        );
+    }
+}
+
+/// A new epoch gives no load balancer to anyone before the previous leader's grants have
+/// lapsed: an actuator that never hears the new `Hello` (partitioned from the new leader,
+/// frozen) keeps writing under its old grant until then.
+#[test]
+fn a_new_epoch_assigns_nothing_until_old_grants_have_lapsed() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.begin(8, t, false);
+    assert_eq!(a.quiet_until(), Some(t + VALID));
+    let (x, _) = a.join("a:1", &lbs(3), t);
+    let first = deliver(&mut a, &[x], t);
+    assert!(
+        first[&x].load_balancers.is_empty(),
+        "assigned, but nothing yet"
+    );
+    assert_eq!(a.next_fence_expiry(), Some(t + VALID));
+    let mid = t + VALID / 2;
+    a.tick(mid);
+    assert!(
+        deliver(&mut a, &[x], mid)
+            .get(&x)
+            .is_none_or(|m| m.load_balancers.is_empty())
+    );
+    let end = t + VALID;
+    assert!(a.tick(end).changed);
+    let sent = deliver(&mut a, &[x], end);
+    assert_eq!(sent[&x].load_balancers.len(), 3);
+    assert!(sent[&x].generation > first[&x].generation);
 }

@@ -147,7 +147,15 @@ impl Dispatcher {
 
     /// A new leadership epoch: every asserted state gets a version of the new epoch, so the
     /// actuator prefers it over anything a previous leader sent.
+    ///
+    /// Invariant: versions never go backwards within an epoch. The same epoch again (this
+    /// process re-took its own Lease record after its streams closed) keeps the sequence:
+    /// actuators still hold versions of it and drop anything not newer (restarting at 0 lost
+    /// every cut and restore until the sequence caught up: issue 26, N1).
     pub fn set_epoch(&mut self, epoch: u64) {
+        if epoch == self.epoch {
+            return;
+        }
         self.epoch = epoch;
         self.seq = 0;
         let mut uids: Vec<String> = self.asserted.keys().cloned().collect();

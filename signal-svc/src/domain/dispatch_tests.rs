@@ -257,3 +257,34 @@ fn nodes_wait_for_an_endpoint() {
     assert_eq!(touched, eps(1));
     assert_eq!(d.snapshot(&eps(1)[0]).len(), 1);
 }
+
+/// N1: after a term was lost, the same process re-took its own Lease record under the same
+/// epoch. The sequence restarted at 0 and every actuator, which still held versions of that
+/// epoch up to the old count, dropped each new cut and restore as stale.
+#[test]
+fn the_same_epoch_again_never_reuses_a_version() {
+    let mut d = Dispatcher::new();
+    d.set_endpoints(vec!["a:1".into()]);
+    d.set_epoch(4);
+    for i in 0..5 {
+        let desired = if i % 2 == 0 {
+            Desired::Down
+        } else {
+            Desired::None
+        };
+        d.apply(&set("n1", desired), t0());
+    }
+    d.apply(&set("n2", Desired::None), t0());
+    let before = d.current("uid-n1").unwrap().version.unwrap();
+    d.set_epoch(4);
+    d.apply(&set("n2", Desired::Down), t0());
+    let after = d.current("uid-n2").unwrap().version.unwrap();
+    assert_eq!(after.epoch, 4);
+    assert!(
+        after.seq > before.seq,
+        "{after:?} must be newer than anything sent under the epoch ({before:?})"
+    );
+    // A new epoch re-stamps every state above all of the previous epoch's.
+    d.set_epoch(5);
+    assert_eq!(d.current("uid-n1").unwrap().version.unwrap().epoch, 5);
+}
