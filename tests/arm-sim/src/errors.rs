@@ -237,6 +237,22 @@ impl ArmError {
         e
     }
 
+    /// 429 when a resource the load balancer references (a NIC ipConfiguration) is not in
+    /// `Succeeded` state (contracts/arm.md 3.3, wording of [I-TECT1460]).
+    pub fn referenced_not_provisioned(referenced: &str, lb_id: &str, secs: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RetryableError",
+            "A retryable error occurred.",
+        );
+        e.details = Some(vec![json!({
+            "code": "ReferencedResourceNotProvisioned",
+            "message": format!("Cannot proceed with operation because resource {referenced} used by resource {lb_id} is not in Succeeded state. Resource is in Updating state and the last operation that updated/is updating the resource is PutNetworkInterfaceOperation."),
+        })]);
+        e.retry_after = Some(secs);
+        e
+    }
+
     /// ARM's subscription throttle.
     pub fn throttled(class: &str, sub: &str, principal: &str, secs: u64) -> Self {
         let mut e = Self::new(

@@ -209,6 +209,27 @@ pub struct Faults {
     /// RBAC actions the principals lack (lower-cased), e.g.
     /// `microsoft.network/loadbalancers/read`: such calls get ARM's 403 `AuthorizationFailed`.
     pub denied_actions: Vec<String>,
+    /// Writes still to refuse with a lock held by an operation the LB's GET does not show.
+    pub lock_conflicts: u32,
+    /// Writes of one LB still to refuse with `ReferencedResourceNotProvisioned`.
+    pub not_provisioned: Option<NotProvisioned>,
+    /// Writes with `If-Match` still to be preceded by another writer's write.
+    pub stale_writes: u32,
+}
+
+/// NRP refusing writes of one load balancer because a resource it references is not in
+/// `Succeeded` state (contracts/arm.md 3.3, [I-TECT1460]): 429 `RetryableError` with detail
+/// `ReferencedResourceNotProvisioned`. Only that LB is affected; NRP's message names the NIC
+/// ipConfiguration and the LB.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct NotProvisioned {
+    /// The load balancer's name.
+    pub lb: String,
+    /// How many writes of it are refused.
+    pub writes: u32,
+    /// The `Retry-After` (seconds) sent with each refusal.
+    pub retry_after_secs: u64,
 }
 
 /// A fault request (library and `POST /_sim/faults`); absent fields leave the current value.
@@ -237,6 +258,18 @@ pub struct FaultSpec {
     /// `AuthorizationFailed` before the resource provider sees them. Real ARM checks per
     /// principal and scope; the simulator denies for every principal and scope.
     pub deny_actions: Option<Vec<String>>,
+    /// The next N writes (PUT or DELETE of a load balancer or pool) get NRP's 429
+    /// `RetryableError` / `RetryableErrorDueToAnotherOperation` while the LB itself reads
+    /// `Succeeded`: the lock is held by an operation on a resource the LB uses (a NIC, a public
+    /// IP), which a GET of the LB does not show (contracts/arm.md 3.3: "Operation <Op> (<guid>)
+    /// is updating resource <guid>"). Retry hint: `lockRetryAfterSecs`.
+    pub lock_conflicts: Option<u32>,
+    /// Writes of one LB refused with 429 `ReferencedResourceNotProvisioned` (replaces the
+    /// previous spec; `writes: 0` ends it).
+    pub not_provisioned: Option<NotProvisioned>,
+    /// The next N writes carrying `If-Match` find the LB changed by another writer (a busy
+    /// cloud-provider-azure) just before they arrive: a new etag, so they get 412.
+    pub stale_writes: Option<u32>,
 }
 
 /// What the fault layer decided for one request.
@@ -274,6 +307,44 @@ impl Faults {
         if let Some(list) = &spec.deny_actions {
             self.denied_actions = list.iter().map(|a| a.to_ascii_lowercase()).collect();
         }
+        if let Some(n) = spec.lock_conflicts {
+            self.lock_conflicts = n;
+        }
+        if let Some(np) = &spec.not_provisioned {
+            self.not_provisioned = Some(np.clone()).filter(|np| np.writes > 0);
+        }
+        if let Some(n) = spec.stale_writes {
+            self.stale_writes = n;
+        }
+    }
+
+    /// Whether this write of `lb` is refused with `ReferencedResourceNotProvisioned`
+    /// (consumes one), and the `Retry-After` to send.
+    pub fn take_not_provisioned(&mut self, lb: &str) -> Option<u64> {
+        let np = self.not_provisioned.as_mut()?;
+        if !np.lb.eq_ignore_ascii_case(lb) {
+            return None;
+        }
+        np.writes -= 1;
+        let secs = np.retry_after_secs;
+        if np.writes == 0 {
+            self.not_provisioned = None;
+        }
+        Some(secs)
+    }
+
+    /// Whether this write meets a lock it cannot see (consumes one).
+    pub fn take_lock_conflict(&mut self) -> bool {
+        let hit = self.lock_conflicts > 0;
+        self.lock_conflicts = self.lock_conflicts.saturating_sub(1);
+        hit
+    }
+
+    /// Whether another writer writes the LB just before this write (consumes one).
+    pub fn take_stale_write(&mut self) -> bool {
+        let hit = self.stale_writes > 0;
+        self.stale_writes = self.stale_writes.saturating_sub(1);
+        hit
     }
 
     /// Whether `action` is denied (case-insensitively, as ARM compares actions).
@@ -427,6 +498,33 @@ mod tests {
         assert!(f.denies("Microsoft.Network/loadBalancers/read"));
         f.apply(&deny(&[]), now);
         assert!(!f.denies("Microsoft.Network/loadBalancers/read"));
+    }
+
+    #[test]
+    fn write_faults_are_consumed_and_not_provisioned_hits_only_its_lb() {
+        let now = Instant::now();
+        let mut f = Faults::default();
+        f.apply(
+            &FaultSpec {
+                lock_conflicts: Some(1),
+                stale_writes: Some(1),
+                not_provisioned: Some(NotProvisioned {
+                    lb: "Kubernetes".into(),
+                    writes: 2,
+                    retry_after_secs: 7,
+                }),
+                ..Default::default()
+            },
+            now,
+        );
+        assert!(f.take_lock_conflict());
+        assert!(!f.take_lock_conflict());
+        assert!(f.take_stale_write());
+        assert!(!f.take_stale_write());
+        assert_eq!(f.take_not_provisioned("kubernetes-internal"), None);
+        assert_eq!(f.take_not_provisioned("kubernetes"), Some(7));
+        assert_eq!(f.take_not_provisioned("kubernetes"), Some(7));
+        assert_eq!(f.take_not_provisioned("kubernetes"), None);
     }
 
     #[test]

@@ -193,6 +193,15 @@ pub struct RequestRecord {
     /// The request body's length (a PUT's size against ARM's 4 MB limit).
     #[serde(default)]
     pub body_bytes: usize,
+    /// The request's `User-Agent`.
+    #[serde(default)]
+    pub user_agent: Option<String>,
+    /// The request's `x-ms-client-request-id`.
+    #[serde(default)]
+    pub client_request_id: Option<String>,
+    /// Whether the request carried an `Authorization` header.
+    #[serde(default)]
+    pub authorization: bool,
 }
 
 /// Mutable state behind one lock.

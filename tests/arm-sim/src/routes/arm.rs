@@ -4,7 +4,7 @@
 use super::path::{ArmPath, PathError};
 use super::reads::{get_lb, get_pool, list_nics, list_pools, op_result, op_status};
 use super::writes::{delete_pool, put_lb, put_pool};
-use super::{Outcome, Resp, arm_error, query_param, set_header};
+use super::{Outcome, Resp, arm_error, query_param};
 use crate::Shared;
 use crate::errors::ArmError;
 use crate::faults::{Injected, Kind};
@@ -196,7 +196,11 @@ async fn handle_now(
         }
     };
 
-    let mut resp = match dispatch(shared, parts, body, &route) {
+    let answer = match write_fault(shared, parts, &route) {
+        Some(e) => Err(e),
+        None => dispatch(shared, parts, body, &route),
+    };
+    let mut resp = match answer {
         Ok(r) => r,
         Err(e) => {
             out.lock_hit = e
@@ -210,11 +214,46 @@ async fn handle_now(
         }
     };
     rate_headers(&mut resp, class, remaining, global);
-    let rid = uuid::Uuid::new_v4().to_string();
-    set_header(&mut resp, "x-ms-request-id", &rid);
-    set_header(&mut resp, "x-ms-correlation-request-id", &rid);
     out.resp = Some(resp);
     out
+}
+
+/// Injected resource-provider refusals of a write (`Faults::lock_conflicts`,
+/// `Faults::not_provisioned`), and the other writer of `Faults::stale_writes`, whose write
+/// changes the LB's etag just before this one is checked against it.
+fn write_fault(shared: &Shared, parts: &Parts, route: &ArmPath) -> Option<ArmError> {
+    if !matches!(parts.method, Method::PUT | Method::DELETE) {
+        return None;
+    }
+    let (ArmPath::Lb { sub, rg, lb } | ArmPath::Pool { sub, rg, lb, .. }) = route else {
+        return None;
+    };
+    let mut st = shared.state.lock();
+    let st = &mut *st;
+    let lb_id = crate::model::Scope { sub, rg, lb }.lb_id();
+    if let Some(secs) = st.faults.take_not_provisioned(lb) {
+        let nic = format!(
+            "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{lb}-nic-0/ipConfigurations/ipconfig1"
+        );
+        return Some(ArmError::referenced_not_provisioned(&nic, &lb_id, secs));
+    }
+    if st.faults.take_lock_conflict() {
+        let op = uuid::Uuid::new_v4().to_string();
+        let resource = uuid::Uuid::new_v4().to_string();
+        return Some(ArmError::another_operation(
+            "PutNetworkInterfaceOperation",
+            &op,
+            &resource,
+            st.tuning.lock_retry_after_secs,
+        ));
+    }
+    if if_match(parts).is_some()
+        && st.faults.take_stale_write()
+        && let Ok(l) = st.store.lb_mut(sub, rg, lb)
+    {
+        l.etag = crate::model::new_etag();
+    }
+    None
 }
 
 /// The RBAC action ARM checks for a call (`Microsoft.Network` operations list); operation

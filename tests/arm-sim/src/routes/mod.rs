@@ -98,6 +98,43 @@ pub fn arm_error(e: &crate::errors::ArmError) -> Resp {
     resp
 }
 
+/// The tracing headers ARM puts on every answer, errors included (azure-production.md 5):
+/// a new `x-ms-request-id`, the client's `x-ms-correlation-request-id` or a new one, the
+/// client's `x-ms-client-request-id` echoed (clients must not depend on the echo), and
+/// `x-ms-routing-request-id` as `REGION:YYYYMMDDTHHMMSSZ:GUID`.
+fn tracing_headers(parts: &http::request::Parts, resp: &mut Resp) {
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let new_id = || uuid::Uuid::new_v4().to_string();
+    set_header(resp, "x-ms-request-id", &new_id());
+    let correlation = header("x-ms-correlation-request-id").unwrap_or_else(new_id);
+    set_header(resp, "x-ms-correlation-request-id", &correlation);
+    if let Some(client) = header("x-ms-client-request-id") {
+        set_header(resp, "x-ms-client-request-id", &client);
+    }
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    set_header(
+        resp,
+        "x-ms-routing-request-id",
+        &format!("EASTUS:{stamp}:{}", new_id()),
+    );
+}
+
+fn request_header(parts: &http::request::Parts, name: &str) -> Option<String> {
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// Entry point for hyper.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
@@ -118,7 +155,11 @@ pub(crate) async fn handle(
             // ARM refuses it before the resource provider (or auth) sees it.
             Outcome::plain(arm_error(&crate::errors::ArmError::request_too_large()))
         } else {
-            arm::handle(&shared, &parts, &body).await
+            let mut out = arm::handle(&shared, &parts, &body).await;
+            if let Some(resp) = out.resp.as_mut() {
+                tracing_headers(&parts, resp);
+            }
+            out
         }
     } else {
         aad::handle(&shared, &parts, &body).await
@@ -147,6 +188,9 @@ pub(crate) async fn handle(
         lock_hit: outcome.lock_hit,
         dropped: outcome.resp.is_none(),
         body_bytes: body.len(),
+        user_agent: request_header(&parts, http::header::USER_AGENT.as_str()),
+        client_request_id: request_header(&parts, "x-ms-client-request-id"),
+        authorization: parts.headers.contains_key(http::header::AUTHORIZATION),
     });
     drop(st);
     outcome.resp.ok_or(Dropped)
