@@ -4,10 +4,12 @@
 //! the desired-state stream) and repeats it as a heartbeat. Fencing:
 //! - assignments are ordered by `(leader_epoch, generation)`; an older one is ignored, so a
 //!   deposed leader cannot hand out load balancers;
-//! - an assignment lapses `valid_for` after it was last received: a replica that was frozen
-//!   (SIGSTOP) or cut off stops writing by itself, before the leader gives its load balancers
-//!   to another replica. Time is monotonic and keeps running while a process is stopped, so a
-//!   replica that wakes finds its assignment expired and writes nothing stale.
+//! - an assignment lapses `valid_for` after this replica sent the `Renew` it echoes (see
+//!   [`Renewals`]), by this replica's clock: that instant precedes the leader's send, from
+//!   which the leader's fence counts, so a replica that was frozen (SIGSTOP), cut off or slow
+//!   to read stops writing by itself before the leader gives its load balancers to another
+//!   replica. Time is monotonic and keeps running while a process is stopped.
+//! - a `Hello` of a newer epoch ends an older epoch's grant at once.
 //! - the end of the stream that carried it does not end an assignment: the leader keeps the
 //!   load balancers from everyone else until the lapse anyway, and gives them straight back to
 //!   the same replica when it reconnects (a resync, a network blip). Dropping them at the end
@@ -81,21 +83,36 @@ pub enum Refused {
 }
 
 /// The replica's ownership state.
+///
+/// Invariant: the replica owns a load balancer only before `anchor + valid_for`, where
+/// `anchor` is when this replica sent the `Renew` the grant echoes (or the stream's
+/// `HelloAck`). The leader fences from its send of the grant, which follows its receipt of
+/// that `Renew`: so this right always ends before the leader gives the load balancer to
+/// anyone else, whatever the queues, freezes or partitions in between.
 #[derive(Debug, Clone, Default)]
 pub struct Ownership {
     current: Option<(Grant, Instant)>,
 }
 
 impl Ownership {
-    /// Takes an assignment (or its heartbeat) received at `now`. Returns whether the set of
-    /// owned load balancers changed.
+    /// Takes an assignment (or its heartbeat) anchored at `anchor` (see [`Renewals`]), at
+    /// `now`. Returns whether the set of owned load balancers changed.
     ///
-    /// A heartbeat (same epoch and generation) does not revive a lapsed assignment: a replica
-    /// woken from a freeze may read heartbeats that queued up while it was stopped, and by
-    /// then the leader may have moved its load balancers. Only a newer generation does.
-    pub fn accept(&mut self, grant: Grant, now: Instant) -> Result<bool, Refused> {
+    /// A heartbeat (same epoch and generation) extends the right to its own anchor: one that
+    /// echoes a fresh `Renew` renews even a lapsed grant (a slow consumer, a leader that
+    /// paused), while heartbeats that queued up while this replica was frozen echo old
+    /// renewals and give nothing.
+    /// An unknown anchor (`None`: an echo this stream no longer remembers) orders the grant
+    /// but owns nothing.
+    pub fn accept(
+        &mut self,
+        grant: Grant,
+        anchor: Option<Instant>,
+        now: Instant,
+    ) -> Result<bool, Refused> {
         let before = self.owned(now);
-        if let Some((have, at)) = &self.current {
+        let until = anchor.map_or(now, |at| at + grant.valid_for);
+        if let Some((have, have_until)) = &mut self.current {
             let (new, old) = (
                 (grant.epoch, grant.generation),
                 (have.epoch, have.generation),
@@ -108,13 +125,26 @@ impl Ownership {
                     have_generation: have.generation,
                 });
             }
-            let lapsed = now.saturating_duration_since(*at) >= have.valid_for;
-            if new == old && lapsed {
-                return Ok(false);
+            if new == old {
+                *have_until = (*have_until).max(until);
+                return Ok(self.owned(now) != before);
             }
         }
-        self.current = Some((grant, now));
+        self.current = Some((grant, until));
         Ok(self.owned(now) != before)
+    }
+
+    /// A leader of `epoch` opened a stream: a grant of an older epoch ends now. Its leader
+    /// has lost the Lease, and the new one may hand the load balancers out at once. Returns
+    /// whether the owned set changed.
+    pub fn retire_before(&mut self, epoch: u64, now: Instant) -> bool {
+        let before = self.owned(now);
+        if let Some((g, until)) = &mut self.current
+            && g.epoch < epoch
+        {
+            *until = (*until).min(now);
+        }
+        self.owned(now) != before
     }
 
     /// True once any assignment was accepted (the replica is part of a managed fleet).
@@ -126,7 +156,7 @@ impl Ownership {
     pub fn owns(&self, lb: &str, now: Instant) -> bool {
         match &self.current {
             None => true,
-            Some((g, at)) => now.saturating_duration_since(*at) < g.valid_for && g.lbs.contains(lb),
+            Some((g, until)) => now < *until && g.lbs.contains(lb),
         }
     }
 
@@ -140,8 +170,8 @@ impl Ownership {
     }
 
     fn owned(&self, now: Instant) -> Option<BTreeSet<String>> {
-        self.current.as_ref().map(|(g, at)| {
-            if now.saturating_duration_since(*at) < g.valid_for {
+        self.current.as_ref().map(|(g, until)| {
+            if now < *until {
                 g.lbs.clone()
             } else {
                 BTreeSet::new()
@@ -151,7 +181,7 @@ impl Ownership {
 
     /// When the current assignment lapses without a heartbeat.
     pub fn expires_at(&self) -> Option<Instant> {
-        self.current.as_ref().map(|(g, at)| *at + g.valid_for)
+        self.current.as_ref().map(|(_, until)| *until)
     }
 
     /// The accepted `(epoch, generation)`, if any.
@@ -160,17 +190,72 @@ impl Ownership {
     }
 }
 
+/// The `Renew`s one stream sent up, to anchor the assignments that echo them.
+#[derive(Debug, Clone)]
+pub struct Renewals {
+    /// When the stream's `HelloAck` was sent: the anchor of `echo = 0`.
+    opened: Instant,
+    next: u64,
+    /// The newest renewals, oldest first; an echo older than these anchors nothing.
+    sent: std::collections::VecDeque<(u64, Instant)>,
+}
+
+/// Renewals remembered per stream: the leader echoes the newest it read, so only a leader
+/// that lags by this many heartbeats finds its echo forgotten (and its grant lapsed).
+const RENEWALS_KEPT: usize = 16;
+
+impl Renewals {
+    /// A stream whose `HelloAck` is about to be sent at `opened`.
+    pub fn new(opened: Instant) -> Self {
+        Self {
+            opened,
+            next: 1,
+            sent: std::collections::VecDeque::with_capacity(RENEWALS_KEPT),
+        }
+    }
+
+    /// The next `Renew.seq`, recorded as sent at `now` (call just before sending it: an
+    /// anchor taken before the send can only be early, never late).
+    pub fn renew(&mut self, now: Instant) -> u64 {
+        let seq = self.next;
+        self.next += 1;
+        if self.sent.len() == RENEWALS_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((seq, now));
+        seq
+    }
+
+    /// The anchor of an assignment echoing `echo`; `None` for an echo this stream never sent
+    /// or no longer remembers (such a grant is taken for its order, and owns nothing).
+    pub fn anchor(&self, echo: u64) -> Option<Instant> {
+        if echo == 0 {
+            return Some(self.opened);
+        }
+        self.sent
+            .iter()
+            .find(|(s, _)| *s == echo)
+            .map(|(_, at)| *at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const VALID: Duration = Duration::from_secs(3);
 
     fn grant(epoch: u64, generation: u64, lbs: &[&str]) -> Grant {
         Grant {
             epoch,
             generation,
             lbs: lbs.iter().map(|s| s.to_string()).collect(),
-            valid_for: Duration::from_secs(3),
+            valid_for: VALID,
         }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
     }
 
     #[test]
@@ -181,59 +266,114 @@ mod tests {
     }
 
     #[test]
-    fn only_assigned_lbs_are_owned_until_the_grant_lapses() {
+    fn only_assigned_lbs_are_owned_until_valid_for_after_the_echoed_renewal() {
         let t0 = Instant::now();
+        let mut r = Renewals::new(t0);
         let mut o = Ownership::default();
-        assert_eq!(o.accept(grant(1, 1, &["a"]), t0), Ok(true));
-        assert!(o.owns("a", t0) && !o.owns("b", t0));
-        // A heartbeat keeps it; the same content is no change.
-        let t1 = t0 + Duration::from_secs(2);
-        assert_eq!(o.accept(grant(1, 1, &["a"]), t1), Ok(false));
-        assert!(o.owns("a", t1 + Duration::from_millis(2900)));
-        // Frozen past valid_for: nothing is owned any more, and heartbeats that queued up
-        // while frozen do not bring it back; a newer generation does.
-        let woke = t1 + Duration::from_secs(3);
-        assert!(!o.owns("a", woke));
-        assert_eq!(o.accept(grant(1, 1, &["a"]), woke), Ok(false));
-        assert!(!o.owns("a", woke));
-        assert_eq!(o.accept(grant(1, 2, &["a"]), woke), Ok(true));
-        assert!(o.owns("a", woke));
-        let lapsed = woke + Duration::from_secs(3);
+        // The first grant echoes nothing: it counts from the HelloAck, not from its receipt.
         assert_eq!(
-            o.owned_among(&["a".into(), "b".into()], lapsed),
-            Vec::<String>::new()
+            o.accept(grant(1, 1, &["a"]), r.anchor(0), t0 + ms(500)),
+            Ok(true)
         );
+        assert!(o.owns("a", t0 + ms(2900)) && !o.owns("b", t0));
+        assert!(!o.owns("a", t0 + VALID));
+        let seq = r.renew(t0 + ms(500));
+        // The heartbeat echoing it extends the right to 0.5 s + valid_for.
+        let t1 = t0 + ms(1500);
+        assert_eq!(o.accept(grant(1, 1, &["a"]), r.anchor(seq), t1), Ok(false));
+        assert_eq!(o.expires_at(), Some(t0 + ms(500) + VALID));
+        // A heartbeat echoing an older renewal never shortens it.
+        o.accept(grant(1, 1, &["a"]), r.anchor(0), t1).unwrap();
+        assert_eq!(o.expires_at(), Some(t0 + ms(500) + VALID));
+    }
+
+    /// N6: the actuator counted validity from receipt, the leader its fence from its send.
+    /// A replica frozen with heartbeats queued read them on waking and owned its load
+    /// balancers again for a whole `valid_for`, while the leader had already handed them to
+    /// another replica: two writers.
+    #[test]
+    fn heartbeats_read_after_a_freeze_give_nothing() {
+        let t0 = Instant::now();
+        let mut r = Renewals::new(t0);
+        let mut o = Ownership::default();
+        o.accept(grant(1, 1, &["a"]), r.anchor(0), t0).unwrap();
+        let seq = r.renew(t0);
+        // Frozen from 0.1 s to 10 s; the leader sent heartbeats echoing `seq` meanwhile.
+        let woke = t0 + Duration::from_secs(10);
+        for _ in 0..5 {
+            o.accept(grant(1, 1, &["a"]), r.anchor(seq), woke).unwrap();
+        }
+        assert!(
+            !o.owns("a", woke),
+            "the queued heartbeats are as old as their echo"
+        );
+        // A newer generation echoing the same old renewal gives nothing either.
+        o.accept(grant(1, 2, &["a"]), r.anchor(seq), woke).unwrap();
+        assert!(!o.owns("a", woke));
+    }
+
+    /// N2: a grant that lapsed while its stream lived (a slow consumer, a leader paused past
+    /// its renew deadline) was never renewed: heartbeats of the same generation were ignored
+    /// after a lapse, and the leader bumps the generation only when its plan changes.
+    #[test]
+    fn a_heartbeat_echoing_a_fresh_renewal_renews_a_lapsed_grant() {
+        let t0 = Instant::now();
+        let mut r = Renewals::new(t0);
+        let mut o = Ownership::default();
+        o.accept(grant(3, 7, &["a"]), r.anchor(0), t0).unwrap();
+        let lapsed = t0 + Duration::from_secs(5);
+        assert!(!o.owns("a", lapsed));
+        let seq = r.renew(lapsed);
+        let later = lapsed + ms(300);
+        assert_eq!(
+            o.accept(grant(3, 7, &["a"]), r.anchor(seq), later),
+            Ok(true)
+        );
+        assert!(o.owns("a", later));
     }
 
     #[test]
-    fn a_reconnect_within_the_validity_continues_the_grant() {
-        // The stream ends after (1, 4); the leader's new stream to the same replica sends
-        // (1, 5) with the same load balancers 0.8 s later: owned at every instant between.
+    fn an_echo_the_stream_never_sent_or_forgot_owns_nothing() {
         let t0 = Instant::now();
-        let mut o = Ownership::default();
-        o.accept(grant(1, 4, &["a"]), t0).unwrap();
-        for ms in (0..=800).step_by(50) {
-            assert!(o.owns("a", t0 + Duration::from_millis(ms)));
+        let mut r = Renewals::new(t0);
+        assert_eq!(r.anchor(1), None);
+        for i in 0..(RENEWALS_KEPT as u64 + 1) {
+            r.renew(t0 + ms(i));
         }
-        let t1 = t0 + Duration::from_millis(800);
-        assert_eq!(o.accept(grant(1, 5, &["a"]), t1), Ok(false), "no change");
-        assert_eq!(o.expires_at(), Some(t1 + Duration::from_secs(3)));
-        // A newer leader's grant also continues what it keeps; an older one is refused.
-        assert_eq!(o.accept(grant(2, 1, &["a"]), t1), Ok(false));
-        assert!(o.accept(grant(1, 6, &["a", "b"]), t1).is_err());
-        assert!(o.owns("a", t1) && !o.owns("b", t1));
+        assert_eq!(r.anchor(1), None, "forgotten");
+        assert!(r.anchor(RENEWALS_KEPT as u64 + 1).is_some());
+        let mut o = Ownership::default();
+        o.accept(grant(1, 1, &["a"]), None, t0).unwrap();
+        assert!(o.assigned() && !o.owns("a", t0));
     }
 
     #[test]
     fn older_assignments_are_fenced_off() {
         let t0 = Instant::now();
         let mut o = Ownership::default();
-        o.accept(grant(2, 5, &["a"]), t0).unwrap();
-        assert!(o.accept(grant(2, 4, &["a", "b"]), t0).is_err());
-        assert!(o.accept(grant(1, 9, &["b"]), t0).is_err());
+        o.accept(grant(2, 5, &["a"]), Some(t0), t0).unwrap();
+        assert!(o.accept(grant(2, 4, &["a", "b"]), Some(t0), t0).is_err());
+        assert!(o.accept(grant(1, 9, &["b"]), Some(t0), t0).is_err());
         assert!(!o.owns("b", t0));
         // A new epoch starts its generations again.
-        assert_eq!(o.accept(grant(3, 1, &["b"]), t0), Ok(true));
+        assert_eq!(o.accept(grant(3, 1, &["b"]), Some(t0), t0), Ok(true));
         assert!(o.owns("b", t0) && !o.owns("a", t0));
+    }
+
+    /// N6: a newer leader's `Hello` ends the grant of an older epoch at once: its leader lost
+    /// the Lease and the new one may give the load balancers to another replica.
+    #[test]
+    fn a_newer_epoch_ends_older_grants() {
+        let t0 = Instant::now();
+        let mut o = Ownership::default();
+        o.accept(grant(4, 2, &["a"]), Some(t0), t0).unwrap();
+        assert!(!o.retire_before(4, t0), "the same epoch keeps it");
+        assert!(o.owns("a", t0));
+        assert!(o.retire_before(5, t0 + ms(10)));
+        assert!(!o.owns("a", t0 + ms(10)));
+        assert!(
+            o.assigned(),
+            "still part of a managed fleet: it does not write everything"
+        );
     }
 }

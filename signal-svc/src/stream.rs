@@ -20,6 +20,7 @@ use cutover_proto::v1::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -188,9 +189,14 @@ fn publish_assignment(shared: &Shared, outcome: &Outcome) {
 }
 
 /// Sends the stream's assignment if one is due (new plan or heartbeat).
+///
+/// It echoes the newest `Renew` the actuator sent up (`renewed`): the actuator counts the
+/// assignment's validity from when it sent that, which precedes this send, from which the
+/// fence of this stream counts (see `Assignment` in the proto).
 async fn send_assignment(
     shared: &Shared,
     id: StreamId,
+    renewed: &AtomicU64,
     tx: &mpsc::Sender<SignalMessage>,
 ) -> Result<(), ()> {
     let now = tokio::time::Instant::now();
@@ -200,7 +206,8 @@ async fn send_assignment(
         (outcome, a.due(id, now))
     };
     publish_assignment(shared, &outcome);
-    if let Some(m) = due {
+    if let Some(mut m) = due {
+        m.echo = renewed.load(Ordering::Acquire);
         tx.send(msg(Kind::Assignment(m.clone())))
             .await
             .map_err(|_| ())?;
@@ -273,7 +280,10 @@ async fn connection(
     let (ack_tx, ack_rx) = tokio::sync::oneshot::channel::<Vec<String>>();
     // The replica's managed set when it changes after the HelloAck (the latest one wins).
     let (managed_tx, mut managed_rx) = tokio::sync::watch::channel(Vec::<String>::new());
+    // The newest `Renew` the replica sent up, echoed in each assignment.
+    let renewed = Arc::new(AtomicU64::new(0));
     let reader: JoinHandle<()> = {
+        let renewed = renewed.clone();
         let shared = shared.clone();
         let events = events.clone();
         let endpoint = endpoint.to_owned();
@@ -299,6 +309,9 @@ async fn connection(
                         Some(actuator_message::Kind::Managed(m)) => {
                             tracing::info!(%endpoint, load_balancers = ?m.load_balancers, "actuator's managed load balancers changed");
                             managed_tx.send_replace(m.load_balancers);
+                        }
+                        Some(actuator_message::Kind::Renew(r)) => {
+                            renewed.fetch_max(r.seq, Ordering::AcqRel);
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");
@@ -373,7 +386,7 @@ async fn connection(
         id,
     };
     publish_assignment(shared, &outcome);
-    send_assignment(shared, id, &tx)
+    send_assignment(shared, id, &renewed, &tx)
         .await
         .map_err(|_| closed())?;
     shared.set_stream_ready(endpoint, true);
@@ -427,7 +440,7 @@ async fn connection(
             }
             _ = tokio::time::sleep_until(check) => {
                 if shared.leader_epoch() == Some(epoch) {
-                    send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
+                    send_assignment(shared, id, &renewed, &tx).await.map_err(|_| closed())?;
                 }
             }
             _ = notify.notified() => {
@@ -436,7 +449,7 @@ async fn connection(
                     continue;
                 }
                 // A new assignment goes before deltas: it decides who writes them.
-                send_assignment(shared, id, &tx).await.map_err(|_| closed())?;
+                send_assignment(shared, id, &renewed, &tx).await.map_err(|_| closed())?;
                 loop {
                     let batch = shared.core.lock().dispatch.next_deltas(endpoint, DELTA_BATCH);
                     if batch.is_empty() {

@@ -11,13 +11,13 @@ use crate::holds;
 use crate::index::{Admin, NodeSpec};
 use crate::index::{LbIndex, PoolIndex};
 use crate::metrics::Metrics;
-use crate::ownership::Grant;
+use crate::ownership::{Grant, Renewals};
 use crate::state::{Offer, Source, Store, admin_to_proto, entry_ref};
 use crate::tools::{Lookup, ToolLimiter, UnknownNodes, caller_identity};
 use cutover_proto::v1::actuator_server::Actuator;
 use cutover_proto::v1::{
     ActuatorMessage, AdminState, GetNodeAdminStateRequest, GetNodeAdminStateResponse, HeldNode,
-    HelloAck, Hold, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeRef, NodeResult,
+    HelloAck, Hold, ListHeldEntriesRequest, ListHeldEntriesResponse, NodeRef, NodeResult, Renew,
     ResultPhase, SetNodeAdminStateRequest, SetNodeAdminStateResponse, SignalMessage, WaitFor,
     WatchResultsRequest, actuator_message, signal_message,
 };
@@ -97,6 +97,8 @@ async fn serve_stream(
         ))
         .await;
     }
+    // This leader's predecessors have lost the Lease: their grants end here, not at lapse.
+    svc.store.retire_grants_before(epoch);
     tracing::info!(sender = %hello.sender_identity, epoch, "desired-state stream opened");
     let mine: Arc<Mutex<HashSet<String>>> = Arc::default();
     // Subscribe before acknowledging, so no result of this stream's nodes is missed.
@@ -122,6 +124,8 @@ async fn serve_stream(
             );
         }
     }
+    // Taken before the HelloAck goes out: assignments that echo no renewal count from here.
+    let mut renewals = Renewals::new(tokio::time::Instant::now());
     if tx.send(Ok(ack)).await.is_err() {
         svc.store.uplink().unregister(link);
         return;
@@ -157,7 +161,7 @@ async fn serve_stream(
             }
         })
     };
-    let outcome = stream_loop(&svc, &mut inbound, epoch, &mine).await;
+    let outcome = stream_loop(&svc, &mut inbound, epoch, &mine, &mut renewals, &tx).await;
     svc.store.uplink().unregister(link);
     svc.store.stream_ended(epoch);
     if let Err(status) = outcome {
@@ -183,6 +187,8 @@ async fn stream_loop(
     inbound: &mut Streaming<SignalMessage>,
     epoch: u64,
     mine: &Mutex<HashSet<String>>,
+    renewals: &mut Renewals,
+    tx: &mpsc::Sender<Result<ActuatorMessage, Status>>,
 ) -> Result<(), Status> {
     let mut in_snapshot = true;
     let mut mentioned: HashSet<String> = HashSet::new();
@@ -277,8 +283,16 @@ async fn stream_loop(
                         grant.epoch
                     )));
                 }
-                if let Err(e) = svc.store.assign(grant) {
+                if let Err(e) = svc.store.assign(grant, renewals.anchor(a.echo)) {
                     return Err(Status::failed_precondition(format!("assignment: {e}")));
+                }
+                // The next assignment echoes this: its validity counts from here.
+                let seq = renewals.renew(tokio::time::Instant::now());
+                let renew = ActuatorMessage {
+                    kind: Some(actuator_message::Kind::Renew(Renew { seq })),
+                };
+                if tx.send(Ok(renew)).await.is_err() {
+                    break;
                 }
             }
             // Answers to this replica's hold requests, and fleet-wide phases: at any time.

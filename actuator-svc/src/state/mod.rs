@@ -228,9 +228,9 @@ impl Store {
 
     // ---- ownership -------------------------------------------------------------------------
 
-    /// Takes an assignment (or its heartbeat) from the leader's stream; wakes every writer
-    /// when the owned set changed.
-    pub fn assign(&self, grant: Grant) -> Result<(), Refused> {
+    /// Takes an assignment (or its heartbeat) from the leader's stream, valid from `anchor`
+    /// (see `ownership::Renewals`); wakes every writer when the owned set changed.
+    pub fn assign(&self, grant: Grant, anchor: Option<Instant>) -> Result<(), Refused> {
         let changed = {
             let mut inner = self.inner.lock();
             let have_epoch = inner.table.max_epoch();
@@ -242,8 +242,29 @@ impl Store {
                     have_generation: 0,
                 });
             }
-            inner.ownership.accept(grant, Instant::now())?
+            inner.ownership.accept(grant, anchor, Instant::now())?
         };
+        self.owned_changed(changed);
+        Ok(())
+    }
+
+    /// A leader of `epoch` opened a stream: an older epoch's grant ends now.
+    pub fn retire_grants_before(&self, epoch: u64) {
+        let changed = self
+            .inner
+            .lock()
+            .ownership
+            .retire_before(epoch, Instant::now());
+        if changed {
+            tracing::info!(
+                epoch,
+                "a newer leader opened a stream; the older leader's assignment ends"
+            );
+        }
+        self.owned_changed(changed);
+    }
+
+    fn owned_changed(&self, changed: bool) {
         if changed {
             let owned = self.owned();
             tracing::info!(load_balancers = ?owned, "assignment changed");
@@ -251,7 +272,6 @@ impl Store {
             self.ownership_changed.notify_one();
             self.wake_all();
         }
-        Ok(())
     }
 
     /// The leader's stream of `epoch` ended. The assignment it carried stands until it lapses

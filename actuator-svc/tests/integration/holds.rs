@@ -24,6 +24,8 @@ fn writes_nothing(epoch: u64) -> SignalMessage {
             seconds: 30,
             nanos: 0,
         }),
+        // No renewal echoed: valid from the HelloAck.
+        echo: 0,
     }))
 }
 

@@ -13,6 +13,13 @@ fn msg(kind: signal_message::Kind) -> SignalMessage {
 }
 
 fn assignment(epoch: u64, generation: u64, lbs: &[&str], valid_ms: u64) -> SignalMessage {
+    echoing(epoch, generation, lbs, valid_ms, 0)
+}
+
+/// An assignment echoing the actuator's `Renew` number `echo`: the replica sends its k-th
+/// renewal right after taking the k-th assignment of a stream, so a leader that sent k
+/// assignments (and gave the replica a moment) echoes k.
+fn echoing(epoch: u64, generation: u64, lbs: &[&str], valid_ms: u64, echo: u64) -> SignalMessage {
     msg(signal_message::Kind::Assignment(Assignment {
         leader_epoch: epoch,
         generation,
@@ -21,6 +28,7 @@ fn assignment(epoch: u64, generation: u64, lbs: &[&str], valid_ms: u64) -> Signa
             seconds: (valid_ms / 1000) as i64,
             nanos: ((valid_ms % 1000) * 1_000_000) as i32,
         }),
+        echo,
     }))
 }
 
@@ -142,12 +150,14 @@ async fn a_lapsed_or_stale_assignment_writes_nothing() {
         puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
         0
     );
-    // A late heartbeat does not revive it (it may have queued while the replica was frozen).
-    tx.send(assignment(
+    // A late heartbeat (the same content) does not revive it: it echoes the renewal the
+    // replica sent 0.8 s ago (it may have queued while the replica was frozen).
+    tx.send(echoing(
         4,
         1,
         &["kubernetes", "kubernetes-internal"],
-        5000,
+        300,
+        1,
     ))
     .await
     .unwrap();
@@ -156,12 +166,15 @@ async fn a_lapsed_or_stale_assignment_writes_nothing() {
         puts(&sim, "kubernetes") + puts(&sim, "kubernetes-internal"),
         0
     );
-    // A new generation does: the held state is written at once, no resync needed.
-    tx.send(assignment(
+    // A new grant that echoes the renewal the late heartbeat prompted does: the held state is
+    // written at once, no resync needed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tx.send(echoing(
         4,
         2,
         &["kubernetes", "kubernetes-internal"],
         5000,
+        2,
     ))
     .await
     .unwrap();
@@ -355,7 +368,7 @@ async fn a_reconnect_keeps_the_lbs_owned_and_writes_what_arrives_meanwhile() {
     });
 
     // The old stream ends right after a heartbeat.
-    tx.send(assignment(7, 1, &LBS, 2000)).await.unwrap();
+    tx.send(echoing(7, 1, &LBS, 2000, 1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let ended = tokio::time::Instant::now();
     drop((tx, rx));
@@ -394,7 +407,7 @@ async fn a_reconnect_keeps_the_lbs_owned_and_writes_what_arrives_meanwhile() {
         "the Down waited for the new grant: PUT at {first_put}, re-grant at {regrant}"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    tx.send(assignment(7, 2, &LBS, 2000)).await.unwrap();
+    tx.send(echoing(7, 2, &LBS, 2000, 1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (samples, gaps) = sampler.await.unwrap();

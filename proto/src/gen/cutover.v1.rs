@@ -144,9 +144,14 @@ pub struct NodeStatus {
 /// heartbeat (same content, same generation) well within `valid_for`.
 ///
 /// Fencing: assignments are ordered by `(leader_epoch, generation)`; an actuator ignores one
-/// older than the newest it has accepted. An assignment lapses `valid_for` after it (or its
-/// last heartbeat) was received: a replica that was frozen, partitioned or lost its stream
-/// stops writing on its own before the leader hands its load balancers to another replica.
+/// older than the newest it has accepted. An assignment holds until `valid_for` after the
+/// actuator *sent* the `Renew` it echoes (`echo`; 0: the stream's `HelloAck`), by the
+/// actuator's own clock. That instant precedes the leader's receipt of the `Renew`, hence the
+/// leader's send of the assignment, from which the leader counts its fence: the actuator's
+/// right always ends before the leader hands its load balancers to another replica, however
+/// long the assignment spent in queues (a frozen replica reading a backlog of heartbeats finds
+/// them all expired), and a heartbeat that echoes a fresh `Renew` renews a lapsed assignment.
+/// A `Hello` with a newer epoch ends every assignment of an older one at once.
 /// Every replica already holds every node's desired state, so a new owner starts at once.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -164,6 +169,10 @@ pub struct Assignment {
     /// How long the assignment holds without a heartbeat. Required, at most 60 s.
     #[prost(message, optional, tag = "4")]
     pub valid_for: ::core::option::Option<::prost_types::Duration>,
+    /// The newest `Renew.seq` the leader had received on this stream when it sent this
+    /// assignment; 0 before any (the assignment then counts from the `HelloAck`).
+    #[prost(uint64, tag = "5")]
+    pub echo: u64,
 }
 /// Opens a stream.
 #[allow(clippy::all)]
@@ -259,7 +268,7 @@ pub struct Forget {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ActuatorMessage {
-    #[prost(oneof = "actuator_message::Kind", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "actuator_message::Kind", tags = "1, 2, 3, 4, 5")]
     pub kind: ::core::option::Option<actuator_message::Kind>,
 }
 /// Nested message and enum types in `ActuatorMessage`.
@@ -275,7 +284,19 @@ pub mod actuator_message {
         HoldRequest(super::HoldRequest),
         #[prost(message, tag = "4")]
         Managed(super::ManagedLoadBalancers),
+        #[prost(message, tag = "5")]
+        Renew(super::Renew),
     }
+}
+/// Sent up by the actuator each time it takes an assignment: the leader echoes the newest
+/// `seq` in its next assignment (`Assignment.echo`), and the actuator counts that assignment's
+/// validity from when it sent this message.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Renew {
+    /// Grows by one per `Renew` on the stream, from 1.
+    #[prost(uint64, tag = "1")]
+    pub seq: u64,
 }
 /// Asks the signal-svc leader to set or release a durable tool hold on a node: a tool's
 /// `SetNodeAdminState` relayed by whichever actuator replica received it. The actuator sends it

@@ -227,6 +227,8 @@ impl Assigner {
             generation: slot.planned_generation,
             load_balancers: slot.planned.iter().cloned().collect(),
             valid_for: prost_types::Duration::try_from(self.valid_for).ok(),
+            // Filled in by the stream, which reads the actuator's renewals.
+            echo: 0,
         })
     }
 
