@@ -4,7 +4,7 @@
 //! Data flow: the node watch reports each Node's condition and desired-state changes
 //! ([`GateHandle::node_applied`]); fleet-wide phases arrive on `Shared::statuses` (sent by
 //! `results` when a version of a node becomes ACCEPTED / EFFECTIVE / FAILED on every managed
-//! load balancer); a leadership change re-evaluates every node. One task drains the dirty set:
+//! load balancer, or regresses from EFFECTIVE); a leadership change re-evaluates every node. One task drains the dirty set:
 //! for each node it reads the current desired state and phase, asks the planner, and writes
 //! only a change. Off the signal path: a slow API server delays the gate, never a cut.
 //!
@@ -119,15 +119,15 @@ fn plan(shared: &Shared, handle: &GateHandle) -> Vec<Write> {
         let Some((name, desired, version)) = current else {
             continue;
         };
-        let phase = shared
+        let (phase, regressed) = shared
             .reported
             .lock()
             .get(&uid)
-            .and_then(|c| c.reached())
-            .filter(|(v, _)| Some(*v) == version)
-            .map(|(_, p)| p);
+            .and_then(|c| c.reached().map(|r| (r, c.regressed())))
+            .filter(|((v, _), _)| Some(*v) == version)
+            .map_or((None, false), |((_, p), regressed)| (Some(p), regressed));
         let mut inner = handle.inner.lock();
-        let Some(cond) = inner.gate.evaluate(&uid, desired, phase) else {
+        let Some(cond) = inner.gate.evaluate(&uid, desired, phase, regressed) else {
             continue;
         };
         if leader {

@@ -44,43 +44,63 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         return None;
     }
     let phase = ResultPhase::try_from(r.phase).ok()?;
+    let managed = shared.assign.lock().managed().clone();
+    let reached = {
+        let mut reported = shared.reported.lock();
+        let cov: &mut Coverage = reported.entry(node.uid.clone()).or_default();
+        cov.add(version, phase, &r.load_balancers, r.repaired, &managed)
+    };
+    let down = r.desired == AdminState::Down as i32;
+    for step in &reached {
+        let phase = match step {
+            Reached::Accepted | Reached::Regressed => ResultPhase::Accepted,
+            Reached::Effective => ResultPhase::Effective,
+            Reached::Failed => ResultPhase::Failed,
+        };
+        // No stream listening is fine: a stream that opens later gets `fleet_statuses`. A
+        // regression goes out as ACCEPTED: it wakes the gate writer (which reads the
+        // regression from the coverage), and actuators keep their EFFECTIVE (phases only move
+        // forward there within a version).
+        let _ = shared.statuses.send(crate::state::node_status(
+            &node.name, &node.uid, version, phase,
+        ));
+    }
     if r.repaired && phase == ResultPhase::Effective {
-        // The actuator found entries of this healthy node Down (an outside writer, an outage,
-        // a restart) and set them back: each repair is news, whatever was reported before.
+        // The actuator found entries of this node in another state than desired (an outside
+        // writer, an outage, a restart, a load balancer re-created) and set them back: each
+        // repair is news, whatever was reported before.
         shared.metrics.result("repaired");
+        if reached.contains(&Reached::Effective) {
+            shared.metrics.result("effective");
+        }
         let entries: Vec<&str> = r.entries.iter().map(|e| e.pool.as_str()).collect();
+        let note = if down {
+            format!(
+                "Backend entries of this node were found in another state than Down (an outside writer, a re-created load balancer) and were set back to Down (pools: {})",
+                entries.join(", ")
+            )
+        } else {
+            format!(
+                "Backend entries of this node were Down without a trigger or hold and were set back to None (pools: {})",
+                entries.join(", ")
+            )
+        };
         return Some(NodeEvent {
             node: node.name.clone(),
             uid: node.uid.clone(),
             warning: true,
             reason: "LoadBalancerAdminStateRepaired",
-            note: truncate(format!(
-                "Backend entries of this node were Down without a trigger or hold and were set back to None (pools: {})",
-                entries.join(", ")
-            )),
+            note: truncate(note),
         });
     }
-    let managed = shared.assign.lock().managed().clone();
-    let reached = {
-        let mut reported = shared.reported.lock();
-        let cov: &mut Coverage = reported.entry(node.uid.clone()).or_default();
-        cov.add(version, phase, &r.load_balancers, &managed)
-    };
-    let down = r.desired == AdminState::Down as i32;
     let mut event = None;
-    for step in &reached {
-        let phase = match step {
-            Reached::Accepted => ResultPhase::Accepted,
-            Reached::Effective => ResultPhase::Effective,
-            Reached::Failed => ResultPhase::Failed,
-        };
-        // No stream listening is fine: a stream that opens later gets `fleet_statuses`.
-        let _ = shared.statuses.send(crate::state::node_status(
-            &node.name, &node.uid, version, phase,
-        ));
-    }
     for step in reached {
         match step {
+            Reached::Regressed => {
+                // Told by the drain gate (back to Unknown until the repair is effective).
+                shared.metrics.result("regressed");
+                tracing::info!(node = %node.name, reason = %r.reason, "an effective admin state regressed; the drain gate waits for the repair");
+            }
             Reached::Accepted => {
                 shared.metrics.result("accepted");
                 if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
@@ -232,6 +252,11 @@ mod tests {
         };
         let shared = Shared::new(core, "me".into(), false, tx);
         shared.become_leader(4);
+        // One live stream managing one load balancer (an empty managed set covers nothing).
+        shared
+            .assign
+            .lock()
+            .join("a", &["pub".to_owned()], tokio::time::Instant::now());
         let node = NodeView {
             name: "n".into(),
             uid: "u".into(),
@@ -303,6 +328,51 @@ mod tests {
                 now
             )
             .is_none()
+        );
+    }
+
+    /// N3: an EFFECTIVE Down, then the actuator reports drift (a repaired ACCEPTED of the
+    /// same version): the coverage regresses, the gate writer is woken (an ACCEPTED status),
+    /// and the repair's EFFECTIVE makes it EFFECTIVE again, told as a repair to Down.
+    #[test]
+    fn drift_regresses_an_effective_down_until_repaired() {
+        let shared = shared_with_down_node();
+        let current = shared
+            .core
+            .lock()
+            .dispatch
+            .current("u")
+            .and_then(|s| s.version)
+            .unwrap();
+        let now = Timestamp::now();
+        let mut statuses = shared.statuses.subscribe();
+        let ev = handle(
+            &shared,
+            &result(current, AdminState::Down, ResultPhase::Effective),
+            now,
+        )
+        .unwrap();
+        assert_eq!(ev.reason, "LoadBalancerAdminStateDown");
+        let reached = |shared: &Shared| shared.reported.lock().get("u").and_then(|c| c.reached());
+        assert_eq!(reached(&shared), Some((current, ResultPhase::Effective)));
+        while statuses.try_recv().is_ok() {}
+        let mut drift = result(current, AdminState::Down, ResultPhase::Accepted);
+        drift.repaired = true;
+        assert!(handle(&shared, &drift, now).is_none());
+        assert_eq!(reached(&shared), Some((current, ResultPhase::Accepted)));
+        assert!(shared.reported.lock().get("u").unwrap().regressed());
+        let woken = statuses.try_recv().unwrap();
+        assert_eq!(woken.phase, ResultPhase::Accepted as i32);
+        let mut repaired = result(current, AdminState::Down, ResultPhase::Effective);
+        repaired.repaired = true;
+        let ev = handle(&shared, &repaired, now).unwrap();
+        assert_eq!(ev.reason, "LoadBalancerAdminStateRepaired");
+        assert!(ev.note.contains("set back to Down"), "{}", ev.note);
+        assert_eq!(reached(&shared), Some((current, ResultPhase::Effective)));
+        assert!(!shared.reported.lock().get("u").unwrap().regressed());
+        assert_eq!(
+            statuses.try_recv().unwrap().phase,
+            ResultPhase::Effective as i32
         );
     }
 

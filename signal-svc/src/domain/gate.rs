@@ -5,7 +5,12 @@
 //!   it EFFECTIVE on every managed load balancer (the entries read back `Down` in ARM);
 //! - `False` once the current desired state is `None` and that is EFFECTIVE;
 //! - `Unknown` with a reason while a transition is in flight (`SettingDown` / `SettingNone`)
-//!   or failing (`SettingDownFailed` / `SettingNoneFailed`).
+//!   or failing (`SettingDownFailed` / `SettingNoneFailed`);
+//! - `Unknown` (`RepairingDown` / `RepairingNone`) while an EFFECTIVE version has regressed:
+//!   an actuator found an entry of the node in another state in ARM (an outside writer, a load
+//!   balancer re-created or absent) and reported it; back to `True` / `False` once the repair
+//!   is EFFECTIVE. `Unknown`, not the opposite status: the node is still leaving (or back),
+//!   only ARM does not show it.
 //!
 //! It never turns `True` before an EFFECTIVE `Down`. A new version of the *same* desired state
 //! (reasons changed, a new leader re-stamped everything) is not a transition: the condition
@@ -93,6 +98,22 @@ pub fn observed(node: &Node) -> Option<GateCondition> {
     })
 }
 
+/// The condition while an EFFECTIVE version of `desired` has regressed (see the module doc).
+pub fn repairing(desired: Desired) -> GateCondition {
+    match desired {
+        Desired::Down => GateCondition::new(
+            GateStatus::Unknown,
+            "RepairingDown",
+            "A backend entry of this node was found in another state than Down in ARM (an outside writer, a load balancer re-created or absent); waiting for it to be Down again.",
+        ),
+        Desired::None => GateCondition::new(
+            GateStatus::Unknown,
+            "RepairingNone",
+            "A backend entry of this node was found Down in ARM without a trigger or hold; waiting for it to be None again.",
+        ),
+    }
+}
+
 /// The condition for a desired state and the fleet-wide phase its current version reached.
 pub fn target(desired: Desired, phase: Option<ResultPhase>) -> GateCondition {
     use GateStatus::{False, True, Unknown};
@@ -173,14 +194,17 @@ impl Gate {
         self.nodes.contains_key(uid)
     }
 
-    /// Decides the condition for the node's current desired state and phase. Returns the
-    /// condition to write, if it differs from the one on the Node. Also runs on standbys (with
-    /// the write dropped), so that what a condition confirms is tracked across a failover.
+    /// Decides the condition for the node's current desired state and phase. `regressed`: the
+    /// current version was EFFECTIVE and an actuator reported it is not any more (not yet
+    /// repaired). Returns the condition to write, if it differs from the one on the Node. Also
+    /// runs on standbys (with the write dropped), so that what a condition confirms is tracked
+    /// across a failover.
     pub fn evaluate(
         &mut self,
         uid: &str,
         desired: Desired,
         phase: Option<ResultPhase>,
+        regressed: bool,
     ) -> Option<GateCondition> {
         let n = self.nodes.entry(uid.to_owned()).or_default();
         // Every node is asserted None (level-triggered restore); one that never carried the
@@ -194,6 +218,12 @@ impl Gate {
             n.confirmed = None;
         }
         let want = match phase {
+            // ARM does not show the state any more: whatever the condition said no longer
+            // holds, and only the repair's EFFECTIVE confirms it again.
+            _ if regressed => {
+                n.confirmed = None;
+                repairing(desired)
+            }
             Some(ResultPhase::Effective) => {
                 n.confirmed = Some(desired);
                 target(desired, phase)
@@ -251,7 +281,7 @@ mod tests {
         desired: Desired,
         phase: Option<ResultPhase>,
     ) -> Option<(GateStatus, String)> {
-        let out = g.evaluate("u", desired, phase);
+        let out = g.evaluate("u", desired, phase, false);
         if let Some(c) = out.clone() {
             g.written("u", c);
         }
@@ -299,7 +329,7 @@ mod tests {
             Some(ResultPhase::Accepted),
             Some(ResultPhase::Effective),
         ] {
-            assert_eq!(g.evaluate("u", Desired::None, phase), None);
+            assert_eq!(g.evaluate("u", Desired::None, phase, false), None);
         }
     }
 
@@ -313,7 +343,7 @@ mod tests {
             let mut g = Gate::default();
             g.observe("u", seen);
             for p in phases {
-                let c = g.evaluate("u", Desired::Down, p);
+                let c = g.evaluate("u", Desired::Down, p, false);
                 assert_ne!(c.map(|c| c.status), Some(True), "{p:?}");
             }
         }
@@ -327,9 +357,59 @@ mod tests {
         g.observe("u", None);
         step(&mut g, Desired::Down, Some(ResultPhase::Effective));
         // None decided, but its Unknown write failed (not recorded as written).
-        assert!(g.evaluate("u", Desired::None, None).is_some());
-        let again = g.evaluate("u", Desired::Down, None);
+        assert!(g.evaluate("u", Desired::None, None, false).is_some());
+        let again = g.evaluate("u", Desired::Down, None, false);
         assert_eq!(status(again), Some((Unknown, "SettingDown".into())));
+    }
+
+    /// N3: a cut node's entry set back to no admin state from outside. The actuator reports
+    /// the EFFECTIVE version regressed: the condition leaves `True` for `Unknown` (never
+    /// `False`: the node is still leaving) until the repair is EFFECTIVE, and a new version of
+    /// the same Down meanwhile does not bring the old `True` back.
+    #[test]
+    fn a_regressed_version_is_unknown_until_the_repair_is_effective() {
+        let mut g = Gate::default();
+        g.observe("u", None);
+        let (down, none) = (Desired::Down, Desired::None);
+        step(&mut g, down, Some(ResultPhase::Effective));
+        let regressed = |g: &mut Gate, desired, phase| {
+            let out = g.evaluate("u", desired, phase, true);
+            if let Some(c) = out.clone() {
+                g.written("u", c);
+            }
+            status(out)
+        };
+        assert_eq!(
+            regressed(&mut g, down, Some(ResultPhase::Accepted)),
+            Some((Unknown, "RepairingDown".into()))
+        );
+        assert_eq!(regressed(&mut g, down, Some(ResultPhase::Accepted)), None);
+        // A new version of Down (reasons changed) while repairing: still not True.
+        assert_eq!(
+            step(&mut g, down, None),
+            Some((Unknown, "SettingDown".into()))
+        );
+        assert_eq!(
+            step(&mut g, down, Some(ResultPhase::Effective)),
+            Some((True, "AdminStateDownEffective".into()))
+        );
+        // The same for None: False, drift (an entry found Down), Unknown, False again.
+        step(&mut g, none, Some(ResultPhase::Effective));
+        assert_eq!(
+            regressed(&mut g, none, Some(ResultPhase::Accepted)),
+            Some((Unknown, "RepairingNone".into()))
+        );
+        assert_eq!(
+            step(&mut g, none, Some(ResultPhase::Effective)),
+            Some((False, "AdminStateNoneEffective".into()))
+        );
+        // A node never cut still gets no condition.
+        let mut g = Gate::default();
+        g.observe("u", None);
+        assert_eq!(
+            g.evaluate("u", none, Some(ResultPhase::Accepted), true),
+            None
+        );
     }
 
     #[test]
@@ -356,16 +436,16 @@ mod tests {
             "u",
             Some(target(Desired::Down, Some(ResultPhase::Effective))),
         );
-        assert_eq!(g.evaluate("u", Desired::Down, None), None);
+        assert_eq!(g.evaluate("u", Desired::Down, None, false), None);
         assert_eq!(
-            g.evaluate("u", Desired::Down, Some(ResultPhase::Effective)),
+            g.evaluate("u", Desired::Down, Some(ResultPhase::Effective), false),
             None
         );
         // Someone rewrote it: the watch shows the change, the next evaluation repairs it.
         let tampered = GateCondition::new(False, "Manual", "");
         assert!(g.observe("u", Some(tampered)));
         assert_eq!(
-            status(g.evaluate("u", Desired::Down, Some(ResultPhase::Effective))),
+            status(g.evaluate("u", Desired::Down, Some(ResultPhase::Effective), false)),
             Some((True, "AdminStateDownEffective".into()))
         );
         // A True left on a node whose desired state is now None goes Unknown, then False.
@@ -375,7 +455,7 @@ mod tests {
             Some(target(Desired::Down, Some(ResultPhase::Effective))),
         );
         assert_eq!(
-            status(g.evaluate("u", Desired::None, None)),
+            status(g.evaluate("u", Desired::None, None, false)),
             Some((Unknown, "SettingNone".into()))
         );
     }
