@@ -9,8 +9,12 @@ pub use crate::config_error::ConfigError;
 use crate::config_error::invalid;
 
 /// signal-svc: watches Nodes and Spot notices, streams desired admin states to actuator-svc.
+///
+/// A flag given twice takes its last value (as actuator-svc does), so a later flag overrides
+/// an earlier one, e.g. the chart's `signal.extraArgs` over the flags the chart renders; list
+/// flags (`--actuator-endpoints`, `--extra-taint-keys`) add up instead.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "signal-svc", version, about)]
+#[command(name = "signal-svc", version, about, args_override_self = true)]
 pub struct Args {
     /// The cluster name the load balancers are named after (sent in every stream Hello).
     #[arg(long, env = "SIGNAL_CLUSTER_NAME")]
@@ -258,10 +262,26 @@ impl Args {
         if !(Duration::from_millis(300)..=Duration::from_secs(60))
             .contains(&self.assignment_valid_for)
         {
-            return Err(invalid("assignment-valid-for", "must be 300ms..60s"));
+            return Err(invalid(
+                "assignment-valid-for",
+                "must be 300ms..60s (actuator-svc refuses a grant valid for more than 60s)",
+            ));
         }
         if self.actuator_keepalive < Duration::from_millis(100) {
             return Err(invalid("actuator-keepalive", "must be at least 100ms"));
+        }
+        // The grant's heartbeat goes every third of --assignment-valid-for; a hung replica is
+        // detected within about two keepalive rounds, which must fit within one grant.
+        if self.actuator_keepalive * 2 >= self.assignment_valid_for {
+            return Err(invalid(
+                "actuator-keepalive",
+                format!(
+                    "twice it ({:?}) must stay below --assignment-valid-for ({:?}): a hung \
+                     replica must be detected within the grant",
+                    self.actuator_keepalive * 2,
+                    self.assignment_valid_for
+                ),
+            ));
         }
         let discovery = match (
             self.actuator.actuator_service,
@@ -531,6 +551,105 @@ mod tests {
             let err = parse(argv).expect_err(&format!("{argv:?} must fail"));
             assert!(err.contains(flag), "{argv:?}: {err}");
         }
+    }
+
+    /// Each relation between the lease and assignment timings is refused with a message
+    /// naming both flags, and holds exactly at its edge.
+    #[test]
+    fn timing_relations_name_both_flags() {
+        let ep = "--actuator-endpoints=a:1";
+        let refused: &[(&[&str], [&str; 2])] = &[
+            // The renew deadline at least 200ms below the lease duration.
+            (
+                &["--lease-duration=4s", "--lease-renew-deadline=3900ms"],
+                ["--lease-renew-deadline", "--lease-duration"],
+            ),
+            // The renew interval at most half the renew deadline.
+            (
+                &["--lease-renew-deadline=3s", "--lease-renew-interval=1600ms"],
+                ["--lease-renew-interval", "--lease-renew-deadline"],
+            ),
+            // The retry interval at most the lease duration.
+            (
+                &["--lease-duration=4s", "--lease-retry-interval=4100ms"],
+                ["--lease-retry-interval", "--lease-duration"],
+            ),
+            // Two keepalive rounds within one grant.
+            (
+                &["--assignment-valid-for=3s", "--actuator-keepalive=1500ms"],
+                ["--actuator-keepalive", "--assignment-valid-for"],
+            ),
+            (
+                &["--assignment-valid-for=1s", "--actuator-keepalive=2s"],
+                ["--actuator-keepalive", "--assignment-valid-for"],
+            ),
+            // No grant longer than actuator-svc accepts.
+            (
+                &["--assignment-valid-for=61s"],
+                ["--assignment-valid-for", "actuator-svc"],
+            ),
+        ];
+        for (argv, names) in refused {
+            let mut full = vec![ep];
+            full.extend_from_slice(argv);
+            let err = parse(&full).expect_err(&format!("{argv:?} must be refused"));
+            for n in names {
+                assert!(err.contains(n), "{argv:?}: {err:?} does not name {n}");
+            }
+        }
+        let edges: &[&[&str]] = &[
+            &["--lease-duration=4s", "--lease-renew-deadline=3800ms"],
+            &["--lease-renew-deadline=3s", "--lease-renew-interval=1500ms"],
+            &["--lease-duration=4s", "--lease-retry-interval=4s"],
+            &["--assignment-valid-for=3s", "--actuator-keepalive=1499ms"],
+            &["--assignment-valid-for=60s", "--actuator-keepalive=29s"],
+        ];
+        for argv in edges {
+            let mut full = vec![ep];
+            full.extend_from_slice(argv);
+            parse(&full).unwrap_or_else(|e| panic!("{argv:?} must be accepted: {e}"));
+        }
+    }
+
+    /// A repeated flag takes its last value, as actuator-svc does (`args_override_self`): the
+    /// chart appends `signal.extraArgs` after its own flags.
+    #[test]
+    fn a_repeated_flag_takes_the_last_value() {
+        let c = parse(&[
+            "--actuator-endpoints=a:1",
+            "--lease-duration=10s",
+            "--lease-renew-deadline=3s",
+            "--lease-duration=6s",
+            "--log-format=json",
+            "--log-format=plain",
+            "--dry-run",
+            "--dry-run",
+            "--trigger-exclude-label=false",
+            "--trigger-exclude-label=true",
+            "--cluster-name=other",
+        ])
+        .unwrap();
+        assert_eq!(c.lease.duration, Duration::from_secs(6));
+        assert_eq!(c.log_format, LogFormat::Plain);
+        assert!(c.dry_run);
+        assert!(c.built_ins.exclude_label);
+        assert_eq!(c.cluster_name, "other");
+        let c = parse(&["--actuator-service=a.svc:1", "--actuator-service=b.svc:2"]).unwrap();
+        assert_eq!(
+            c.discovery,
+            Discovery::Service {
+                host: "b.svc".into(),
+                port: 2
+            }
+        );
+        // List flags add up.
+        let c = parse(&[
+            "--actuator-endpoints=a:1",
+            "--extra-taint-keys=x",
+            "--extra-taint-keys=y",
+        ])
+        .unwrap();
+        assert_eq!(c.extra_taint_keys, ["x", "y"]);
     }
 
     #[test]
