@@ -370,7 +370,9 @@ impl Builder {
             if no.is_some() {
                 idx.pools.push(PoolMeta {
                     name: pool.name.into(),
-                    settled: pool.settled,
+                    // An operation on the LB (a whole-LB PUT, or a pool's) makes every entry
+                    // state a goal until the LB reads `Succeeded` again, whatever the pool says.
+                    settled: pool.settled && idx.provisioning == Provisioning::Succeeded,
                     probed: pool.usage != PoolUse::Unprobed,
                 });
             }

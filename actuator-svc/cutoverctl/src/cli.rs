@@ -118,9 +118,10 @@ pub enum Command {
         #[arg(long)]
         load_balancer: Option<String>,
     },
-    /// Wait until every backend entry of a node reads back the given state in Azure (polls
-    /// the actuator's fresh Get). The global `--timeout` bounds the whole wait. Exits 0 when
-    /// reached, 3 on timeout. The same gate as the Node condition
+    /// Wait until every backend entry of a node reads back the given state in Azure with its
+    /// load balancer's operation complete (polls the actuator's fresh Get, which answers the
+    /// entries of a load balancer still `Updating` as pending). The global `--timeout` bounds
+    /// the whole wait. Exits 0 when reached, 3 on timeout. The same gate as the Node condition
     /// `LoadBalancerAdminStateDown`, for tools that talk to the actuator.
     Wait {
         #[command(flatten)]

@@ -82,20 +82,26 @@ fn node_ref(args: NodeArgs) -> NodeRef {
     }
 }
 
-/// Whether every entry reads `want` (an unset state counts as `None`), with a summary.
+/// Whether every entry reads `want`, with a summary. An entry answered without an admin state
+/// is pending (an operation runs on its load balancer: ARM shows the requested state, not the
+/// effective one) and never counts, whatever is waited for: the actuator answers an entry
+/// that has no admin state in ARM as `None` already.
 fn reached(entries: &[cutover_proto::v1::EntryRef], want: AdminState) -> (bool, String) {
     if entries.is_empty() {
         return (false, "no backend entries found for the node".to_owned());
     }
-    let state = |e: &cutover_proto::v1::EntryRef| match e.admin_state() {
-        AdminState::Unspecified => AdminState::None,
-        s => s,
-    };
-    let done = entries.iter().filter(|e| state(e) == want).count();
-    (
-        done == entries.len(),
-        format!("{done} of {} entries {want:?}", entries.len()),
-    )
+    let done = entries.iter().filter(|e| e.admin_state() == want).count();
+    let pending = entries
+        .iter()
+        .filter(|e| e.admin_state() == AdminState::Unspecified)
+        .count();
+    let mut summary = format!("{done} of {} entries {want:?}", entries.len());
+    if pending > 0 {
+        summary.push_str(&format!(
+            ", {pending} pending (an operation is running on their load balancer)"
+        ));
+    }
+    (done == entries.len(), summary)
 }
 
 fn print_json(value: &serde_json::Value) {
@@ -280,13 +286,12 @@ mod tests {
             )
             .0
         );
-        // An entry without an admin state follows the probe: that is None.
-        assert!(
-            reached(
-                &[entry(AdminState::Unspecified), entry(AdminState::None)],
-                AdminState::None
-            )
-            .0
-        );
+        // An entry answered without an admin state is pending (its load balancer's operation
+        // runs): neither Down nor None yet.
+        for want in [AdminState::None, AdminState::Down] {
+            let (ok, summary) = reached(&[entry(AdminState::Unspecified), entry(want)], want);
+            assert!(!ok, "{want:?}");
+            assert!(summary.contains("1 pending"), "{summary}");
+        }
     }
 }

@@ -740,8 +740,10 @@ impl Actuator for ActuatorService {
                 notes.push(note);
             }
         }
+        // Entries of an LB whose operation runs are pending, not in the state they read.
+        let entries = crate::tools::answer::entries(&resolved.entries, &mut notes);
         Ok(Response::new(GetNodeAdminStateResponse {
-            entries: resolved.entries.iter().map(entry_ref).collect(),
+            entries,
             age: prost_types::Duration::try_from(age).ok(),
             desired: desired as i32,
             notes,

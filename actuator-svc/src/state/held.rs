@@ -33,6 +33,10 @@ pub enum LbProgress {
     Effective(Vec<IndexedEntry>),
     /// The node has no entry on this LB.
     NoEntries,
+    /// The LB itself reads 404 (deleted, perhaps to be re-created by cloud-provider-azure with
+    /// entries that carry no admin state). A `None` holds there; a `Down` is not shown in ARM,
+    /// so it stays pending (see `progress`).
+    Absent,
 }
 
 /// A node this replica asserts.

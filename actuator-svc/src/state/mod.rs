@@ -622,13 +622,12 @@ impl Store {
         done
     }
 
-    /// Marks `key` as no longer effective on `lb` (drift found): it will be reported again.
+    /// Marks `key` as no longer effective on `lb` (drift found): it will be reported again,
+    /// and a version reported EFFECTIVE there is reported regressed at once (`progress`).
     pub fn drifted(&self, lb: &str, key: &str) {
-        let Some(i) = self.slot(lb) else {
-            return;
-        };
-        if let Some(h) = self.inner.lock().table.held.get_mut(key) {
-            progress::drifted(h, i);
+        let version = self.inner.lock().table.held.get(key).map(|h| h.version);
+        if let Some(version) = version {
+            self.report(lb, key, version, LbProgress::Pending, &[]);
         }
     }
 }

@@ -269,7 +269,8 @@ impl Writer {
                     must_read = true;
                     continue;
                 }
-                let drift = outcome::report_settled(&self.store, &self.lb, &plan, &targets);
+                let absent = self.cache.lb(&self.lb).is_none();
+                let drift = outcome::report_settled(&self.store, &self.lb, &plan, &targets, absent);
                 if drift > 0 {
                     tracing::info!(entries = drift, "repairing drifted entries");
                     self.metrics.drift(drift);

@@ -6,16 +6,26 @@ use std::collections::BTreeMap;
 
 /// Reports the targets that need no write on `lb` (no entries there, or every entry already
 /// reads the desired state), the ones the blast-radius guard refuses (FAILED, will retry: they
-/// are planned again every round) and marks drift (effective before, not any more). Returns
-/// the number of drifted entries.
-pub fn report_settled(store: &Store, lb: &str, plan: &LbPlan, targets: &[TargetView]) -> usize {
+/// are planned again every round) and marks drift (effective before, not any more). `absent`:
+/// the LB read 404, so nobody has entries there (`LbProgress::Absent`: not done for a `Down`).
+/// Returns the number of drifted entries.
+pub fn report_settled(
+    store: &Store,
+    lb: &str,
+    plan: &LbPlan,
+    targets: &[TargetView],
+    absent: bool,
+) -> usize {
     let mut drift = 0;
+    let gone = absent.then(|| vec![format!("load balancer {lb} reads 404 (absent in ARM)")]);
     for (tp, tv) in plan.targets.iter().zip(targets) {
         if let Some(reason) = &tp.refused {
             if tv.effective_here {
                 store.drifted(lb, &tp.key);
             }
             store.fail(&tp.key, tv.version, reason.clone(), true);
+        } else if let Some(note) = &gone {
+            store.report(lb, &tp.key, tv.version, LbProgress::Absent, note);
         } else if tp.entries.is_empty() {
             store.report(lb, &tp.key, tv.version, LbProgress::NoEntries, &tp.notes);
         } else if tp.already {
