@@ -11,10 +11,10 @@
 
 use super::body::ChunkBody;
 use super::budget::{Budget, Class, Verdict};
-use super::error::ArmError;
+use super::error::{ArmError, Trace};
 use super::scan::{LbState, Scanner};
 use super::splice::Spliced;
-use super::transport::Transport;
+use super::transport::{Transport, USER_AGENT};
 use crate::credentials::Credential;
 use crate::index::{self, NicMap};
 use crate::metrics::Metrics;
@@ -240,6 +240,47 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     )
 }
 
+/// A fresh `x-ms-client-request-id`: one per logical call, the same on each of its retries.
+pub fn new_request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Whether the bearer token may go to `endpoint` at all: https, or plain http to a loopback
+/// host only (arm-sim in tests and the sandbox, or a local sidecar: the token never leaves
+/// the machine). No flag widens this: a token over plain http to another host is readable
+/// by every hop.
+pub fn endpoint_allowed(endpoint: &Url) -> Result<(), String> {
+    match endpoint.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(endpoint) => Ok(()),
+        "http" => Err(
+            "plain http is allowed only to a loopback host (a simulator or a local sidecar); use https"
+                .into(),
+        ),
+        other => Err(format!("scheme {other}: only https is used")),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// `url` without its query, fragment and user info, for errors and logs (an operation URL's
+/// query carries opaque signatures).
+fn shown(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_fragment(None);
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.to_string()
+}
+
 /// Splits an ARM error body into code, message and detail codes.
 fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
     let e = super::error::CloudError::parse(body);
@@ -310,6 +351,28 @@ impl ArmClient {
         Ok(url)
     }
 
+    /// Refuses, before a token is fetched, a URL the token must not go to: anything but the
+    /// configured endpoint's scheme, host and port, and that endpoint itself when it is plain
+    /// http off loopback. URLs from answers (`Azure-AsyncOperation`, `nextLink`) go through
+    /// here like every other request.
+    #[allow(clippy::result_large_err)] // like `url`
+    fn trusted(&self, op: &'static str, url: &Url) -> Result<(), ArmError> {
+        let endpoint = &self.scope.endpoint;
+        let why = match endpoint_allowed(endpoint) {
+            Err(why) => why,
+            Ok(()) if url.origin() != endpoint.origin() => format!(
+                "not the configured ARM endpoint {}",
+                endpoint.origin().ascii_serialization()
+            ),
+            Ok(()) => return Ok(()),
+        };
+        Err(ArmError::UntrustedUrl {
+            op,
+            url: shown(url),
+            why,
+        })
+    }
+
     /// Gets a token now (used for readiness and by every call).
     pub async fn token(&self) -> Result<String, ArmError> {
         self.credential
@@ -345,10 +408,13 @@ impl ArmClient {
         if_match: Option<&str>,
         body: Option<&ChunkBody>,
     ) -> Result<Answer, ArmError> {
-        self.call_as(op, method, url, if_match, body, ReadAs::Collect)
+        self.call_as(op, method, url, if_match, body, ReadAs::Collect, None)
             .await
     }
 
+    /// `request_id`: the logical call's `x-ms-client-request-id` when the caller repeats one
+    /// (a write tried again), else a fresh one.
+    #[allow(clippy::too_many_arguments)] // one private seam; every argument is per call
     async fn call_as(
         &self,
         op: &'static str,
@@ -357,7 +423,10 @@ impl ArmClient {
         if_match: Option<&str>,
         body: Option<&ChunkBody>,
         mut read_as: ReadAs<'_>,
+        request_id: Option<&str>,
     ) -> Result<Answer, ArmError> {
+        self.trusted(op, &url)?;
+        let request_id = request_id.map_or_else(new_request_id, str::to_owned);
         let class = if method == Method::GET || method == Method::HEAD {
             Class::Read
         } else {
@@ -367,14 +436,12 @@ impl ArmClient {
         let span =
             tracing::debug_span!("arm", op, resource = %resource, status = tracing::field::Empty);
         async {
-            let mut answer = self
-                .call_once(op, class, &method, &url, if_match, body, &mut read_as)
-                .await?;
+            let call = (op, class, &method, &url, request_id.as_str());
+            let mut answer = self.call_once(call, if_match, body, &mut read_as).await?;
             if answer.status == 401 {
+                // The same logical call: the same client request id.
                 self.credential.invalidate();
-                answer = self
-                    .call_once(op, class, &method, &url, if_match, body, &mut read_as)
-                    .await?;
+                answer = self.call_once(call, if_match, body, &mut read_as).await?;
             }
             tracing::Span::current().record("status", answer.status);
             if (200..300).contains(&answer.status) {
@@ -382,14 +449,14 @@ impl ArmClient {
             }
             let (code, message, details) = cloud_error(&answer.body);
             let retry_after = retry_after(&answer.headers);
+            let trace = Trace::of(&request_id, &answer.headers);
             if answer.status == 429 {
                 self.metrics.throttled(class.label());
-                // Honour Retry-After for the whole class, except for NRP's per-LB lock, which
-                // says nothing about the subscription's budget.
-                let lock = details
-                    .iter()
-                    .any(|d| d.eq_ignore_ascii_case("RetryableErrorDueToAnotherOperation"));
-                if !lock {
+                // Honour Retry-After for the whole class, except for NRP's refusals of one
+                // resource (its lock, a resource it references not provisioned), which say
+                // nothing about the subscription's budget: the writer of that LB waits them
+                // out alone, the others keep writing.
+                if !super::retry::is_resource_scoped(&code, &details) {
                     let pause = retry_after.unwrap_or(Duration::from_secs(1));
                     self.budget
                         .lock()
@@ -404,19 +471,16 @@ impl ArmClient {
                 message,
                 details,
                 retry_after,
+                trace,
             })
         }
         .instrument(span)
         .await
     }
 
-    #[allow(clippy::too_many_arguments)] // one private seam; every argument is per call
     async fn call_once(
         &self,
-        op: &'static str,
-        class: Class,
-        method: &Method,
-        url: &Url,
+        (op, class, method, url, request_id): (&'static str, Class, &Method, &Url, &str),
         if_match: Option<&str>,
         body: Option<&ChunkBody>,
         read_as: &mut ReadAs<'_>,
@@ -428,7 +492,10 @@ impl ArmClient {
             .method(method.clone())
             .uri(url.as_str())
             .header("authorization", format!("Bearer {token}"))
-            .header("accept", "application/json");
+            .header("accept", "application/json")
+            .header("user-agent", USER_AGENT)
+            .header("x-ms-client-request-id", request_id)
+            .header("x-ms-return-client-request-id", "true");
         if let Some(etag) = if_match {
             req = req.header("if-match", etag);
         }
@@ -530,7 +597,15 @@ impl ArmClient {
         let path = self.lb_id(lb);
         let url = self.url(&path)?;
         match self
-            .call_as("get_lb", Method::GET, url, None, None, ReadAs::Budgeted)
+            .call_as(
+                "get_lb",
+                Method::GET,
+                url,
+                None,
+                None,
+                ReadAs::Budgeted,
+                None,
+            )
             .await
         {
             Err(e) if e.is_not_found() => Ok(None),
@@ -556,6 +631,7 @@ impl ArmClient {
                 None,
                 None,
                 ReadAs::Scan(&mut state),
+                None,
             )
             .await
         {
@@ -571,6 +647,7 @@ impl ArmClient {
         path: &str,
         body: Spliced,
         if_match: Option<&str>,
+        request_id: &str,
     ) -> Result<PutAccepted, ArmError> {
         let body = ChunkBody::new(body.chunks());
         // Only the headers matter: the body echoes the whole LB.
@@ -582,6 +659,7 @@ impl ArmClient {
                 if_match,
                 Some(&body),
                 ReadAs::Discard,
+                Some(request_id),
             )
             .await?;
         let operation =
@@ -592,27 +670,31 @@ impl ArmClient {
         })
     }
 
-    /// PUT one backend pool with `If-Match`.
+    /// PUT one backend pool with `If-Match`; `request_id` names the logical write (the same
+    /// on its retries, see [`new_request_id`]).
     pub async fn put_pool(
         &self,
         lb: &str,
         pool: &str,
         body: Spliced,
         if_match: Option<&str>,
+        request_id: &str,
     ) -> Result<PutAccepted, ArmError> {
         let path = format!("{}/backendAddressPools/{pool}", self.lb_id(lb));
-        self.put("put_pool", &path, body, if_match).await
+        self.put("put_pool", &path, body, if_match, request_id)
+            .await
     }
 
-    /// PUT the whole load balancer with `If-Match`.
+    /// PUT the whole load balancer with `If-Match`; `request_id` as for [`Self::put_pool`].
     pub async fn put_lb(
         &self,
         lb: &str,
         body: Spliced,
         if_match: Option<&str>,
+        request_id: &str,
     ) -> Result<PutAccepted, ArmError> {
         let path = self.lb_id(lb);
-        self.put("put_lb", &path, body, if_match).await
+        self.put("put_lb", &path, body, if_match, request_id).await
     }
 
     /// GET an `Azure-AsyncOperation` URL once.

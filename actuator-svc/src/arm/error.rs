@@ -3,10 +3,58 @@
 use serde_json::Value;
 use std::time::Duration;
 
+/// The ids Azure support traces a call by (azure-production.md 5): ours
+/// (`x-ms-client-request-id`) and ARM's, from its answer (`x-ms-request-id`,
+/// `x-ms-correlation-request-id`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub client_request_id: String,
+    pub request_id: Option<String>,
+    pub correlation_id: Option<String>,
+}
+
+/// Longest id kept from an answer (ARM's are GUIDs; anything longer is not one of them).
+const MAX_ID: usize = 64;
+
+impl Trace {
+    /// The ids of an answer to the call `client_request_id`.
+    pub fn of(client_request_id: &str, headers: &http::HeaderMap) -> Self {
+        let id = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| cut(v.trim(), MAX_ID))
+                .filter(|v| !v.is_empty())
+        };
+        Self {
+            client_request_id: client_request_id.to_string(),
+            request_id: id("x-ms-request-id"),
+            correlation_id: id("x-ms-correlation-request-id"),
+        }
+    }
+}
+
+impl std::fmt::Display for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let none = "-";
+        write!(
+            f,
+            "x-ms-request-id {}, x-ms-correlation-request-id {}, x-ms-client-request-id {}",
+            self.request_id.as_deref().unwrap_or(none),
+            self.correlation_id.as_deref().unwrap_or(none),
+            if self.client_request_id.is_empty() {
+                none
+            } else {
+                &self.client_request_id
+            }
+        )
+    }
+}
+
 /// A failed ARM call or operation, naming what failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ArmError {
-    #[error("{op} {resource}: HTTP {status} {code}: {message}")]
+    #[error("{op} {resource}: HTTP {status} {code}: {message} ({trace})")]
     Http {
         op: &'static str,
         resource: String,
@@ -16,6 +64,19 @@ pub enum ArmError {
         /// `error.details[].code`.
         details: Vec<String>,
         retry_after: Option<Duration>,
+        /// Our request id and ARM's, for a support case.
+        trace: Trace,
+    },
+    /// Refused locally: the bearer token goes only to the configured ARM endpoint, over
+    /// https (plain http only when that endpoint is on loopback: a simulator or a local
+    /// sidecar). A URL from an answer (`Azure-AsyncOperation`, `Location`, `nextLink`)
+    /// naming another scheme, host or port is never sent a request.
+    #[error("{op}: refused to send the ARM token to {url}: {why}")]
+    UntrustedUrl {
+        op: &'static str,
+        /// Scheme, host, port and path only (a query may carry signatures).
+        url: String,
+        why: String,
     },
     #[error("{op} {resource}: {message}")]
     Transport {
@@ -70,6 +131,8 @@ impl ArmError {
             } => super::retry::is_retryable(*status, code, details),
             ArmError::Transport { .. } | ArmError::Timeout { .. } | ArmError::Token(_) => true,
             ArmError::Decode { .. } => false,
+            // The same URL is as untrusted next time.
+            ArmError::UntrustedUrl { .. } => false,
             // The same body is as large next time.
             ArmError::TooLarge { .. } => false,
             // A failed or canceled operation changed nothing and the desired state still
@@ -134,7 +197,58 @@ impl ArmError {
             ArmError::Token(_) => "Token",
             ArmError::Decode { .. } => "Decode",
             ArmError::TooLarge { .. } => "RequestContentTooLarge",
+            ArmError::UntrustedUrl { .. } => "UntrustedUrl",
         }
+    }
+
+    /// ARM's ids of the answer, when there was one.
+    pub fn trace(&self) -> Option<&Trace> {
+        match self {
+            ArmError::Http { trace, .. } => Some(trace),
+            _ => None,
+        }
+    }
+
+    /// A short reason for a FAILED result (and the Node event built from it): what failed,
+    /// ARM's code, the start of its message and the ids support needs. The full error goes
+    /// to the log.
+    pub fn reason(&self) -> String {
+        match self {
+            ArmError::Http {
+                op,
+                resource,
+                status,
+                code,
+                message,
+                details,
+                trace,
+                ..
+            } => {
+                // NRP's top-level code is generic (`RetryableError`); the first detail says why.
+                let code = match details.first() {
+                    Some(d) => format!("{code}/{d}"),
+                    None => code.clone(),
+                };
+                format!(
+                    "{op} {}: HTTP {status} {code}: {} ({trace})",
+                    short_resource(resource),
+                    cut(message, MAX_REASON_MESSAGE)
+                )
+            }
+            other => cut(&other.to_string(), 2 * MAX_REASON_MESSAGE),
+        }
+    }
+}
+
+/// Longest ARM message kept in a FAILED reason.
+const MAX_REASON_MESSAGE: usize = 200;
+
+/// `.../loadBalancers/{lb}[/...]` as `{lb}[/...]`; other paths unchanged.
+fn short_resource(resource: &str) -> &str {
+    let lower = resource.to_ascii_lowercase();
+    match lower.find("/loadbalancers/") {
+        Some(i) => &resource[i + "/loadbalancers/".len()..],
+        None => resource,
     }
 }
 

@@ -20,6 +20,74 @@ pub fn is_retryable(status: u16, code: &str, details: &[String]) -> bool {
         || details.iter().any(|d| code_says(d))
 }
 
+/// True for a 429 about one resource rather than the subscription's request budget: NRP's
+/// `RetryableError` family (contracts/arm.md 3.3), whose details say another operation holds
+/// the resource's lock (`RetryableErrorDueToAnotherOperation`, or `AnotherOperationInProgress`)
+/// or a resource it references is not provisioned (`ReferencedResourceNotProvisioned`). Its
+/// `Retry-After` binds writes of that resource only. ARM's subscription throttle is
+/// `SubscriptionRequestsThrottled` (or another code) and binds every request of its class.
+pub fn is_resource_scoped(code: &str, details: &[String]) -> bool {
+    let scoped = |c: &str| {
+        c.eq_ignore_ascii_case("RetryableError")
+            || c.eq_ignore_ascii_case("RetryableErrorDueToAnotherOperation")
+            || c.eq_ignore_ascii_case("AnotherOperationInProgress")
+            || c.eq_ignore_ascii_case("ReferencedResourceNotProvisioned")
+    };
+    scoped(code) || details.iter().any(|d| scoped(d))
+}
+
+/// Lock conflicts one logical write meets before its nodes are told FAILED (will retry) and
+/// the writer backs off: each waits out ARM's `Retry-After`, so with NRP's ~10 s hints this
+/// is about a minute of a lock the LB's own state does not show.
+pub const MAX_LOCK_CONFLICTS: u32 = 5;
+/// 412s in a row one logical write meets before the same: another writer changing the LB
+/// between each of our reads and writes is a fight, not a race.
+pub const MAX_STALE: u32 = 5;
+
+/// What a logical write does after a refusal it may retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Read again and write again.
+    Again,
+    /// Report FAILED (will retry) and back off.
+    GiveUp,
+}
+
+/// Counts the refusals of one logical write (one writer round) that are retried at once:
+/// lock conflicts and stale etags. Without a bound, each was a GET+PUT loop with no end.
+#[derive(Debug, Clone, Default)]
+pub struct Attempts {
+    lock: u32,
+    stale: u32,
+}
+
+impl Attempts {
+    /// A lock conflict (429 `RetryableErrorDueToAnotherOperation`).
+    pub fn lock_conflict(&mut self) -> Next {
+        self.lock += 1;
+        if self.lock >= MAX_LOCK_CONFLICTS {
+            Next::GiveUp
+        } else {
+            Next::Again
+        }
+    }
+
+    /// A 412: our etag is stale.
+    pub fn stale(&mut self) -> Next {
+        self.stale += 1;
+        if self.stale >= MAX_STALE {
+            Next::GiveUp
+        } else {
+            Next::Again
+        }
+    }
+
+    /// A write went through: a later refusal starts a new count.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
 /// The longest `Retry-After` honoured. ARM's throttling windows are at most an hour; a larger
 /// value (or a date years ahead) is a broken proxy, and an unbounded one would overflow the
 /// instant the budget blocks until.
@@ -115,6 +183,38 @@ mod tests {
         assert!(!is_retryable(403, "AuthorizationFailed", &[]));
         assert!(!is_retryable(404, "NotFound", &[]));
         assert!(!is_retryable(412, "PreconditionFailed", &[]));
+    }
+
+    #[test]
+    fn resource_scoped_refusals_are_told_from_subscription_throttles() {
+        let d = |c: &str| vec![c.to_string()];
+        assert!(is_resource_scoped(
+            "RetryableError",
+            &d("ReferencedResourceNotProvisioned")
+        ));
+        assert!(is_resource_scoped(
+            "RetryableError",
+            &d("RetryableErrorDueToAnotherOperation")
+        ));
+        assert!(is_resource_scoped("AnotherOperationInProgress", &[]));
+        assert!(!is_resource_scoped("SubscriptionRequestsThrottled", &[]));
+        assert!(!is_resource_scoped("", &[]));
+    }
+
+    #[test]
+    fn lock_conflicts_and_stale_etags_are_bounded_per_logical_write() {
+        let mut a = Attempts::default();
+        for _ in 1..MAX_LOCK_CONFLICTS {
+            assert_eq!(a.lock_conflict(), Next::Again);
+        }
+        assert_eq!(a.lock_conflict(), Next::GiveUp);
+        for _ in 1..MAX_STALE {
+            assert_eq!(a.stale(), Next::Again);
+        }
+        assert_eq!(a.stale(), Next::GiveUp);
+        a.reset();
+        assert_eq!(a.lock_conflict(), Next::Again);
+        assert_eq!(a.stale(), Next::Again);
     }
 
     fn at(s: &str) -> time::OffsetDateTime {

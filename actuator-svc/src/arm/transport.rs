@@ -26,6 +26,10 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 
+/// The `User-Agent` of every ARM and token request: support breaks throttling down by user
+/// agent (azure-production.md 5). Token requests append the SDK's own after it.
+pub const USER_AGENT: &str = concat!("cutover/", env!("CARGO_PKG_VERSION"), " (actuator-svc)");
+
 /// How long a TCP connect may take before the attempt fails (and is retried by the caller).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle pooled connections are closed after this (ARM's front ends close theirs after ~4 min).
@@ -157,9 +161,16 @@ impl HttpClient for Transport {
         let mut builder = http::Request::builder()
             .method(request.method().as_str())
             .uri(request.url().as_str());
+        let mut agent = USER_AGENT.to_string();
         for (name, value) in request.headers().iter() {
+            if name.as_str().eq_ignore_ascii_case("user-agent") {
+                // Ours first, then the SDK's component (azure_identity's).
+                agent = format!("{USER_AGENT} {}", value.as_str());
+                continue;
+            }
             builder = builder.header(name.as_str(), value.as_str());
         }
+        builder = builder.header("user-agent", agent);
         let req = builder
             .body(body)
             .map_err(|e| io_error(format!("request: {e}")))?;

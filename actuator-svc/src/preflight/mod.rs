@@ -160,6 +160,7 @@ mod tests {
             message: message.into(),
             details: vec![],
             retry_after: None,
+            trace: Default::default(),
         }
     }
 

@@ -10,11 +10,34 @@ use crate::state::TargetView;
 use tokio::time::Instant;
 
 pub(super) enum WriteError {
-    /// Our copy is stale (412): re-read and re-plan at once (the other write went through).
-    Stale,
-    /// Another operation holds the LB's lock: re-read, which waits for it to end.
-    Busy,
+    /// Our copy is stale (412, the error; `None`: no usable copy at all): re-read and
+    /// re-plan at once (the other write went through).
+    Stale(Option<ArmError>),
+    /// Another operation holds the LB's lock (the 429): wait out its `Retry-After`, then
+    /// re-read, which waits for the holder's operation to end when the LB shows it.
+    Busy(ArmError),
     Arm(ArmError),
+}
+
+/// The `x-ms-client-request-id` of each logical write of a round (one per PUT target: the
+/// LB, or each pool), kept while that write is tried again (lock conflicts, 412s, throttling)
+/// so ARM's logs show the attempts as one call; a write that went through ends it.
+#[derive(Debug, Default)]
+pub(super) struct WriteIds(std::collections::BTreeMap<String, String>);
+
+impl WriteIds {
+    /// The id of the write of `target` (a pool name, or empty for the whole LB).
+    fn of(&mut self, target: &str) -> String {
+        self.0
+            .entry(target.to_string())
+            .or_insert_with(crate::arm::client::new_request_id)
+            .clone()
+    }
+
+    /// The write of `target` went through: its next one is a new logical call.
+    fn done(&mut self, target: &str) {
+        self.0.remove(target);
+    }
 }
 
 impl Writer {
@@ -22,9 +45,10 @@ impl Writer {
         &mut self,
         plan: &LbPlan,
         changed: &[(&plan::TargetPlan, &TargetView)],
+        ids: &mut WriteIds,
     ) -> Result<(), WriteError> {
         let Some(base) = self.base.take() else {
-            return Err(WriteError::Stale);
+            return Err(WriteError::Stale(None));
         };
         // The body is the read's bytes with the edits spliced in: no second copy.
         let body = splice::whole_lb(&base.body, &plan.changes).map_err(|e| {
@@ -36,9 +60,14 @@ impl Writer {
         })?;
         self.fits("put_lb", self.lb.clone(), body.len())?;
         self.written_at = Some(Instant::now());
-        let put = self.arm.put_lb(&self.lb, body, base.etag.as_deref()).await;
+        let id = ids.of("");
+        let put = self
+            .arm
+            .put_lb(&self.lb, body, base.etag.as_deref(), &id)
+            .await;
         drop(base);
         let acc = classify(put)?;
+        ids.done("");
         outcome::report_accepted(&self.store, &self.lb, changed);
         let since = Instant::now();
         self.track(since, Some(acc.clone())).await?;
@@ -49,14 +78,18 @@ impl Writer {
         &mut self,
         plan: &LbPlan,
         changed: &[(&plan::TargetPlan, &TargetView)],
+        ids: &mut WriteIds,
     ) -> Result<(), WriteError> {
         let total = plan.changes.len();
         for (i, (pool, changes)) in plan.changes.iter().enumerate() {
             let Some(base) = self.base.take() else {
-                return Err(WriteError::Stale);
+                return Err(WriteError::Stale(None));
             };
             if base.provisioning == Provisioning::Updating {
-                return Err(WriteError::Busy);
+                // Our own previous pool's operation (or another writer's) still runs: the
+                // next round's read waits for its end.
+                self.base = Some(base);
+                return Err(WriteError::Stale(None));
             }
             let cut = splice::one_pool(&base.body, pool, changes).map_err(|e| {
                 WriteError::Arm(ArmError::Decode {
@@ -66,7 +99,7 @@ impl Writer {
                 })
             })?;
             let Some(body) = cut else {
-                return Err(WriteError::Stale);
+                return Err(WriteError::Stale(None));
             };
             if body.count == 0 {
                 self.base = Some(base);
@@ -74,12 +107,14 @@ impl Writer {
             }
             self.fits("put_pool", format!("{}/{pool}", self.lb), body.len())?;
             self.written_at = Some(Instant::now());
+            let id = ids.of(pool);
             let put = self
                 .arm
-                .put_pool(&self.lb, pool, body, base.etag.as_deref())
+                .put_pool(&self.lb, pool, body, base.etag.as_deref(), &id)
                 .await;
             drop(base);
             let acc = classify(put)?;
+            ids.done(pool);
             if i + 1 == total {
                 outcome::report_accepted(&self.store, &self.lb, changed);
             }
@@ -117,8 +152,8 @@ impl Writer {
 fn classify(put: Result<PutAccepted, ArmError>) -> Result<PutAccepted, WriteError> {
     match put {
         Ok(a) => Ok(a),
-        Err(e) if e.is_precondition_failed() => Err(WriteError::Stale),
-        Err(e) if e.is_lock_conflict() => Err(WriteError::Busy),
+        Err(e) if e.is_precondition_failed() => Err(WriteError::Stale(Some(e))),
+        Err(e) if e.is_lock_conflict() => Err(WriteError::Busy(e)),
         Err(e) => Err(WriteError::Arm(e)),
     }
 }

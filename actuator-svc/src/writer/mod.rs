@@ -29,9 +29,10 @@ pub use completion::{Durations, PollPace, Steps};
 pub use track::InFlight;
 
 use base::Base;
-use execute::WriteError;
+use execute::{WriteError, WriteIds};
 
 use crate::arm::doc::Provisioning;
+use crate::arm::retry::{Attempts, Next};
 use crate::arm::{ArmClient, ArmError, retry::Backoff};
 use crate::cache::{BaseCache, DEFAULT_BASE_BUDGET, SharedCache};
 use crate::guard::Guard;
@@ -110,6 +111,10 @@ pub struct Writer {
     /// What was last said about pools and entries never written.
     reported: not_written::Reported,
 }
+
+/// The least pause after a write given up (lock conflicts or 412s beyond their bound): the
+/// other operation or writer gets time to finish before this one reads again.
+const GIVE_UP_PAUSE: Duration = Duration::from_secs(2);
 
 fn jitter() -> f64 {
     rand::random::<f64>()
@@ -209,11 +214,35 @@ impl Writer {
         plan
     }
 
+    /// Ends a round whose write kept being refused: its nodes are told FAILED (will retry)
+    /// with `reason`, and the round is tried again after a backoff that grows while this goes
+    /// on (and is at least ARM's `Retry-After`).
+    fn give_up(
+        &mut self,
+        changed: &[(&plan::TargetPlan, &TargetView)],
+        reason: String,
+        e: Option<&ArmError>,
+    ) -> Duration {
+        let wait = match e {
+            Some(e) => retry_wait(e, &mut self.backoff),
+            None => self.backoff.next_delay(jitter()),
+        }
+        .max(GIVE_UP_PAUSE);
+        tracing::warn!(%reason, wait_ms = wait.as_millis() as u64, "write given up for now");
+        for (tp, tv) in changed {
+            self.store.fail(&tp.key, tv.version, reason.clone(), true);
+        }
+        wait
+    }
+
     /// One round. `Err(wait)`: try again after `wait`.
     async fn round(&mut self, heal: bool) -> Result<(), Duration> {
         let mut must_read = heal;
         let mut refreshed_for_unknown = false;
         let mut failures = 0u32;
+        // Lock conflicts and 412s of this round's write, each retried at once but bounded.
+        let mut attempts = Attempts::default();
+        let mut ids = WriteIds::default();
         // Level-triggered restore runs on the self-heal read (a fresh one), once a round.
         let mut check_restore = heal;
         // A replica that neither owns this LB nor holds a tool request for it writes nothing,
@@ -292,8 +321,8 @@ impl Writer {
                 }
                 self.metrics.write_round(&self.lb, plan.entry_count());
                 let outcome = match self.cfg.strategy {
-                    Strategy::WholeLb => self.write_whole(&plan, &changed).await,
-                    Strategy::PerPool => self.write_pools(&plan, &changed).await,
+                    Strategy::WholeLb => self.write_whole(&plan, &changed, &mut ids).await,
+                    Strategy::PerPool => self.write_pools(&plan, &changed, &mut ids).await,
                 };
                 match outcome {
                     // Plan again on the read that saw the operation end: entries that read the
@@ -301,18 +330,52 @@ impl Writer {
                     // written at once.
                     Ok(()) => {
                         failures = 0;
+                        attempts.reset();
                         self.backoff.reset();
                     }
-                    Err(WriteError::Stale) => {
-                        tracing::debug!("412: another writer changed the LB; re-reading");
+                    Err(WriteError::Stale(e)) => {
+                        if attempts.stale() == Next::GiveUp {
+                            // Another writer changes the LB between each of our reads and
+                            // writes: say so and come back later instead of racing it.
+                            let reason = match &e {
+                                Some(e) => format!(
+                                    "the load balancer changed under {} writes in a row: {}",
+                                    crate::arm::retry::MAX_STALE,
+                                    e.reason()
+                                ),
+                                None => format!(
+                                    "no usable read of load balancer {} for {} writes in a row",
+                                    self.lb,
+                                    crate::arm::retry::MAX_STALE
+                                ),
+                            };
+                            return Err(self.give_up(&changed, reason, e.as_ref()));
+                        }
+                        match &e {
+                            Some(e) => {
+                                tracing::debug!(error = %e, "another writer changed the LB; re-reading")
+                            }
+                            None => tracing::debug!("no usable base; re-reading"),
+                        }
                         must_read = true;
                     }
-                    Err(WriteError::Busy) => {
-                        // The lock holder's operation shows as `Updating` on the next read,
-                        // which then waits for its end; the pause only keeps a race (lock
-                        // taken between our read and our PUT) from spinning.
-                        tokio::time::sleep(Duration::from_millis(50 + (jitter() * 100.0) as u64))
-                            .await;
+                    Err(WriteError::Busy(e)) => {
+                        if attempts.lock_conflict() == Next::GiveUp {
+                            let reason = format!(
+                                "another operation held the load balancer for {} writes in a row: {}",
+                                crate::arm::retry::MAX_LOCK_CONFLICTS,
+                                e.reason()
+                            );
+                            return Err(self.give_up(&changed, reason, Some(&e)));
+                        }
+                        // ARM said when to try again (Retry-After; NRP's message says the
+                        // same): no write before. The read after it sees the holder's
+                        // operation as `Updating` when it is on this LB, and waits for its
+                        // end; the jitter keeps replicas that met the same lock apart.
+                        let wait = e.retry_after().unwrap_or_default()
+                            + Duration::from_millis(50 + (jitter() * 100.0) as u64);
+                        tracing::info!(error = %e, wait_ms = wait.as_millis() as u64, "load balancer locked by another operation");
+                        tokio::time::sleep(wait).await;
                         must_read = true;
                     }
                     Err(WriteError::Arm(e)) => {
@@ -325,7 +388,7 @@ impl Writer {
                         }
                         if !retry || op_failed || failures >= 3 {
                             for (tp, tv) in &changed {
-                                self.store.fail(&tp.key, tv.version, e.to_string(), retry);
+                                self.store.fail(&tp.key, tv.version, e.reason(), retry);
                             }
                         }
                         tracing::warn!(error = %e, retry, wait_ms = wait.as_millis() as u64, "write failed");

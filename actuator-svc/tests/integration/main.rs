@@ -3,6 +3,7 @@
 // Tests may unwrap (clippy.toml); this covers the shared helpers outside `#[test]` functions.
 #![allow(clippy::unwrap_used)]
 
+mod arm_faults;
 mod common;
 mod edge;
 mod faults;
