@@ -92,10 +92,20 @@ pub fn lint(values: &[&Path], set: &[&str]) -> anyhow::Result<String> {
 
 /// Every document of `helm template` into [`NAMESPACE`].
 pub fn template(values: &[&Path], set: &[&str]) -> anyhow::Result<Vec<Value>> {
+    template_chart(&chart(), values, set)
+}
+
+/// Every document of `helm template` of the chart at `chart_dir` (e.g. a chart that has this
+/// one as a subchart) into [`NAMESPACE`].
+pub fn template_chart(
+    chart_dir: &Path,
+    values: &[&Path],
+    set: &[&str],
+) -> anyhow::Result<Vec<Value>> {
     let mut args = vec![
         "template".to_string(),
         RELEASE.to_string(),
-        chart().display().to_string(),
+        chart_dir.display().to_string(),
         "--namespace".to_string(),
         NAMESPACE.to_string(),
     ];
@@ -109,6 +119,27 @@ pub fn template(values: &[&Path], set: &[&str]) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(docs)
+}
+
+/// `helm install --dry-run=server` against the API server of `kubeconfig`: what an install
+/// prints (the manifests and the rendered `NOTES.txt`), creating nothing.
+pub fn install_dry_run(
+    kubeconfig: &Path,
+    values: &[&Path],
+    set: &[&str],
+) -> anyhow::Result<String> {
+    let mut args = vec![
+        "install".to_string(),
+        RELEASE.to_string(),
+        chart().display().to_string(),
+        "--namespace".to_string(),
+        NAMESPACE.to_string(),
+        "--dry-run=server".to_string(),
+        "--kubeconfig".to_string(),
+        kubeconfig.display().to_string(),
+    ];
+    args.extend(values_args(values, set));
+    run(&args)
 }
 
 /// One container of a rendered Deployment as a kubelet would run it in pod `pod`: its

@@ -24,15 +24,60 @@ pub fn kubectl() -> anyhow::Result<PathBuf> {
         })
 }
 
-/// Every document of `kubectl kustomize deploy/<dir>`.
+/// The registry the tests render `deploy/base` and the chart's defaults with (`example.com`
+/// is reserved: it resolves to nobody's registry).
+pub const TEST_REGISTRY: &str = "registry.example.com";
+
+/// Every document of `kubectl kustomize deploy/<dir>`. `base` is a kustomize Component that
+/// refuses to render without a registry ([`render_alone`] shows it): it is rendered as an
+/// overlay with nothing but the registry [`TEST_REGISTRY`] would render it ([`render_base`]).
 pub fn render(dir: &str) -> anyhow::Result<Vec<Value>> {
+    if dir == "base" {
+        return render_base(TEST_REGISTRY);
+    }
+    render_alone(dir)
+}
+
+/// `deploy/base` included by a kustomization that names only the registry, in the ConfigMap
+/// `cutover-image-registry` as the overlays do.
+pub fn render_base(registry: &str) -> anyhow::Result<Vec<Value>> {
+    let dir = tempfile::tempdir()?;
+    // kustomize takes only relative paths to components: up to `/`, then down to deploy/base.
+    let here = dir.path().canonicalize()?;
+    let base = repo().join("deploy/base").canonicalize()?;
+    let up = "../".repeat(here.components().count() - 1);
+    let down = base.strip_prefix("/")?.display().to_string();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [image-registry.yaml]\ncomponents: [{up}{down}]\n"
+        ),
+    )?;
+    std::fs::write(
+        dir.path().join("image-registry.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cutover-image-registry\n  \
+             annotations: {{config.kubernetes.io/local-config: \"true\"}}\n\
+             data: {{registry: \"{registry}\"}}\n"
+        ),
+    )?;
+    kustomize(dir.path(), "deploy/base with a registry")
+}
+
+/// Every document of `kubectl kustomize deploy/<dir>`, exactly as a user would run it.
+pub fn render_alone(dir: &str) -> anyhow::Result<Vec<Value>> {
+    kustomize(&repo().join("deploy").join(dir), &format!("deploy/{dir}"))
+}
+
+fn kustomize(path: &Path, what: &str) -> anyhow::Result<Vec<Value>> {
     let out = Command::new(kubectl()?)
         .arg("kustomize")
-        .arg(repo().join("deploy").join(dir))
+        .arg(path)
         .output()?;
     if !out.status.success() {
         anyhow::bail!(
-            "kubectl kustomize deploy/{dir} failed: {}",
+            "kubectl kustomize {what} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

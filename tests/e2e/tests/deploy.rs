@@ -127,8 +127,14 @@ fn check_image(spec: &PodSpec, c: &Container, bin: &str) {
     let reference = c.image.clone().unwrap();
     let expected = image.reference();
     assert!(
-        reference == expected || reference.ends_with(&format!("/{expected}")),
-        "{bin}: image {reference}, but deploy/images.sh builds {expected}"
+        reference.ends_with(&format!("/{expected}")),
+        "{bin}: image {reference}, but deploy/images.sh builds {expected} (under a registry)"
+    );
+    // Never a bare name (Docker Hub's `cutover` namespace): the first part is a registry host.
+    let host = reference.split('/').next().unwrap();
+    assert!(
+        host.contains('.') || host.contains(':') || host == "localhost",
+        "{bin}: image {reference} has no registry"
     );
     assert!(
         c.command.is_none(),
@@ -270,6 +276,54 @@ pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 9] = [
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
 ];
+
+/// deploy/base refuses to render without a registry (a bare `cutover/...` would come from
+/// Docker Hub), and an overlay's `cutover-image-registry` goes in front of every image.
+#[test]
+fn base_renders_only_with_a_registry() {
+    let err = cutover_e2e::manifests::render_alone("base")
+        .expect_err("deploy/base must not render without a registry")
+        .to_string();
+    assert!(
+        err.contains("cutover-image-registry") && err.contains("data.registry"),
+        "{err}"
+    );
+    let docs = cutover_e2e::manifests::render_base("registry.example.net:5000/team").unwrap();
+    for bin in ["signal-svc", "actuator-svc"] {
+        let c = &pod(&deployment(&docs, bin)).containers[0];
+        assert_eq!(
+            c.image.as_deref(),
+            Some(
+                format!(
+                    "registry.example.net:5000/team/cutover/{bin}:{}",
+                    cutover_e2e::images::version()
+                )
+                .as_str()
+            )
+        );
+    }
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "cutover-image-registry"),
+        "the registry ConfigMap is local-config, never applied"
+    );
+    for overlay in ["overlays/aks", "overlays/single-replica"] {
+        let docs = render(overlay);
+        let c = &pod(&deployment(&docs, "signal-svc")).containers[0];
+        assert_eq!(
+            c.image.as_deref(),
+            Some(
+                format!(
+                    "myregistry.azurecr.io/cutover/signal-svc:{}",
+                    cutover_e2e::images::version()
+                )
+                .as_str()
+            ),
+            "{overlay}"
+        );
+    }
+}
 
 #[test]
 fn every_overlay_renders_into_typed_objects_that_agree_with_the_binaries() {

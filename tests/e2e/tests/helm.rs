@@ -33,10 +33,36 @@ fn variant_file(name: &str) -> Option<PathBuf> {
         .1
 }
 
+/// The registry every rendering here names (`image.registry` has no default).
+fn registry_set() -> String {
+    format!("image.registry={}", manifests::TEST_REGISTRY)
+}
+
+/// The `--set` pairs a variant is rendered with: the chart's defaults need a registry (the `ci/`
+/// variants name their own).
+fn variant_set(variant: &str) -> Vec<String> {
+    if variant == "default" {
+        vec![registry_set()]
+    } else {
+        vec![]
+    }
+}
+
 fn render(variant: &str, set: &[&str]) -> Vec<Value> {
     let file = variant_file(variant);
     let files: Vec<&Path> = file.iter().map(PathBuf::as_path).collect();
-    helm::template(&files, set).unwrap_or_else(|e| panic!("{variant}: {e}"))
+    let mut all = variant_set(variant);
+    all.extend(set.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    helm::template(&files, &all).unwrap_or_else(|e| panic!("{variant}: {e}"))
+}
+
+/// The chart's defaults with a registry and `set`.
+fn render_defaults(set: &[&str]) -> anyhow::Result<Vec<Value>> {
+    let registry = registry_set();
+    let mut all = vec![registry.as_str()];
+    all.extend_from_slice(set);
+    helm::template(&[], &all)
 }
 
 fn key(doc: &Value) -> (String, String) {
@@ -122,9 +148,12 @@ fn chart_lints_and_every_variant_renders_typed_objects() {
     );
     for (name, file) in &variants {
         let files: Vec<&Path> = file.iter().map(PathBuf::as_path).collect();
-        helm::lint(&files, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let docs = helm::template(&files, &[]).unwrap();
+        let set = variant_set(name);
+        let set: Vec<&str> = set.iter().map(String::as_str).collect();
+        helm::lint(&files, &set).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let docs = helm::template(&files, &set).unwrap();
         assert!(docs.len() >= 11, "{name}: {} objects", docs.len());
+        signal_svc_accepts(&docs).unwrap_or_else(|e| panic!("{name}: signal-svc refuses: {e}"));
         for doc in &docs {
             check_typed(doc);
             let labels = &doc["metadata"]["labels"];
@@ -148,7 +177,7 @@ fn chart_lints_and_every_variant_renders_typed_objects() {
 
     // The schema and the templates refuse what would deploy something broken.
     let refused = |set: &[&str], needle: &str| {
-        let err = helm::template(&[], set).expect_err(&format!("{set:?} must be refused"));
+        let err = render_defaults(set).expect_err(&format!("{set:?} must be refused"));
         assert!(err.to_string().contains(needle), "{set:?}: {err}");
     };
     refused(&["signal.replicas=2"], "additional properties 'replicas'");
@@ -239,6 +268,406 @@ fn default_and_overlay_variants_render_what_kustomize_renders() {
             }
         }
     }
+}
+
+/// signal-svc's own start-up validation of the rendered arguments (the TLS files and the pod
+/// name, which only exist in the pod, left out).
+fn signal_svc_accepts(docs: &[Value]) -> Result<(), String> {
+    let mut argv = vec![
+        "signal-svc".to_string(),
+        "--identity=signal-svc-0".to_string(),
+    ];
+    argv.extend(
+        args(docs, "signal-svc")
+            .into_iter()
+            .filter(|a| !a.starts_with("--tls-")),
+    );
+    <signal_svc::config::Args as clap::Parser>::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .validate()
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The chart value of each timing flag signal-svc validates.
+const TIMING_VALUES: [(&str, &str); 6] = [
+    ("lease-duration", "signal.leaderElection.leaseDuration"),
+    (
+        "lease-renew-deadline",
+        "signal.leaderElection.renewDeadline",
+    ),
+    (
+        "lease-renew-interval",
+        "signal.leaderElection.renewInterval",
+    ),
+    (
+        "lease-retry-interval",
+        "signal.leaderElection.retryInterval",
+    ),
+    ("assignment-valid-for", "signal.assignmentValidFor"),
+    ("actuator-keepalive", "signal.actuatorKeepalive"),
+];
+
+/// Renders the chart with these timings (empty: unset) and asks signal-svc's own validation
+/// about the same flags: `(chart's error, signal-svc's error)`.
+fn timings_verdicts(timings: [&str; 6]) -> (Option<String>, Option<String>) {
+    let mut set = Vec::new();
+    let mut argv = vec![
+        "signal-svc".to_string(),
+        "--cluster-name=kubernetes".to_string(),
+        "--identity=signal-svc-0".to_string(),
+        "--actuator-endpoints=a:1".to_string(),
+    ];
+    for ((flag, value), t) in TIMING_VALUES.iter().zip(timings) {
+        if !t.is_empty() {
+            set.push(format!("{value}={t}"));
+            argv.push(format!("--{flag}={t}"));
+        }
+    }
+    let set: Vec<&str> = set.iter().map(String::as_str).collect();
+    let chart = render_defaults(&set).err().map(|e| e.to_string());
+    let binary = <signal_svc::config::Args as clap::Parser>::try_parse_from(argv)
+        .map_err(|e| e.to_string())
+        .and_then(|a| a.validate().map_err(|e| e.to_string()))
+        .err();
+    (chart, binary)
+}
+
+/// The chart refuses at render time exactly the timings signal-svc refuses at start, and names
+/// the value of every flag signal-svc's message names: each relation at and past its edge, then
+/// a deterministic sample of combinations.
+#[test]
+fn chart_refuses_the_timings_signal_svc_refuses_naming_the_values() {
+    let mut cases: Vec<[&str; 6]> = vec![
+        ["", "", "", "", "", ""],
+        // The renew deadline at least 200ms below the lease duration.
+        ["3s", "", "", "", "", ""],
+        ["3s", "2800ms", "", "", "", ""],
+        ["3s", "2801ms", "", "", "", ""],
+        ["3s", "0s", "", "", "", ""],
+        // The lease duration at least 1s.
+        ["999ms", "500ms", "200ms", "", "", ""],
+        // The renew interval at most half of the renew deadline.
+        ["", "", "1500ms", "", "", ""],
+        ["", "", "1501ms", "", "", ""],
+        ["", "2s", "1.1s", "", "", ""],
+        // The retry interval at most the lease duration.
+        ["", "", "", "4s", "", ""],
+        ["", "", "", "4.001s", "", ""],
+        // The assignment validity within 300ms..60s.
+        ["", "", "", "", "60s", ""],
+        ["", "", "", "", "61s", ""],
+        ["", "", "", "", "1m", ""],
+        ["", "", "", "", "299ms", "100ms"],
+        // Two keepalive rounds within one grant.
+        ["", "", "", "", "", "1499ms"],
+        ["", "", "", "", "", "1.5s"],
+        ["", "", "", "", "2s", "1s"],
+        ["", "", "", "", "10s", "99ms"],
+    ];
+    let pick: [&[&str]; 6] = [
+        &["", "900ms", "1s", "3s", "4s", "10s"],
+        &["", "800ms", "2s", "2800ms", "3s", "9s"],
+        &["", "250ms", "400ms", "1s", "1.5s"],
+        &["", "250ms", "1s", "3.5s", "5s"],
+        &["", "300ms", "2s", "3s", "30s", "61s"],
+        &["", "100ms", "500ms", "1s", "1.5s", "10s"],
+    ];
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..40 {
+        let mut c = [""; 6];
+        for (i, options) in pick.iter().enumerate() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c[i] = options[(x % options.len() as u64) as usize];
+        }
+        cases.push(c);
+    }
+    let (mut accepted, mut refused) = (0, 0);
+    for c in &cases {
+        let (chart, binary) = timings_verdicts(*c);
+        match (&chart, &binary) {
+            (None, None) => accepted += 1,
+            (Some(chart), Some(binary)) => {
+                refused += 1;
+                // Every flag signal-svc names, the chart names as its value.
+                let mut named = 0;
+                for (flag, value) in TIMING_VALUES {
+                    if binary.contains(&format!("--{flag}")) {
+                        named += 1;
+                        assert!(
+                            chart.contains(value),
+                            "{c:?}: signal-svc names --{flag} ({binary}), the chart not {value}: {chart}"
+                        );
+                    }
+                }
+                assert!(named > 0, "{c:?}: {binary}");
+            }
+            _ => panic!("{c:?}: the chart says {chart:?}, signal-svc says {binary:?}"),
+        }
+    }
+    assert!(
+        accepted >= 5 && refused >= 15,
+        "{accepted} accepted, {refused} refused"
+    );
+    // Each relation's message names both values (and the default of an empty one).
+    let refusal = |set: &[&str]| render_defaults(set).unwrap_err().to_string();
+    for (set, names) in [
+        (
+            &["signal.leaderElection.leaseDuration=3s"][..],
+            &[
+                "signal.leaderElection.renewDeadline (empty: signal-svc's 3s)",
+                "signal.leaderElection.leaseDuration (3s)",
+            ][..],
+        ),
+        (
+            &["signal.leaderElection.renewInterval=2s"],
+            &[
+                "signal.leaderElection.renewInterval (2s)",
+                "signal.leaderElection.renewDeadline",
+            ],
+        ),
+        (
+            &["signal.leaderElection.retryInterval=5s"],
+            &[
+                "signal.leaderElection.retryInterval (5s)",
+                "signal.leaderElection.leaseDuration",
+            ],
+        ),
+        (
+            &[
+                "signal.assignmentValidFor=2s",
+                "signal.actuatorKeepalive=1s",
+            ],
+            &[
+                "signal.actuatorKeepalive (1s)",
+                "signal.assignmentValidFor (2s)",
+            ],
+        ),
+        (
+            &["signal.assignmentValidFor=90s"],
+            &["signal.assignmentValidFor (90s)", "actuator-svc"],
+        ),
+    ] {
+        let err = refusal(set);
+        for n in names {
+            assert!(err.contains(n), "{set:?}: {err} does not name {n}");
+        }
+    }
+}
+
+/// No default registry: the chart's defaults refuse to render, naming `image.registry`.
+#[test]
+fn chart_refuses_to_render_without_a_registry() {
+    let err = helm::template(&[], &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("image.registry is required") && err.contains("Docker Hub"),
+        "{err}"
+    );
+    let docs = render_defaults(&["image.registry=registry.example.net:5000/team/"]).unwrap();
+    assert_eq!(
+        container(&docs, "signal-svc")["image"],
+        format!(
+            "registry.example.net:5000/team/cutover/signal-svc:{}",
+            cutover_e2e::images::version()
+        )
+    );
+}
+
+/// Each new value ends up where it says, and the chart works as a subchart (`global`).
+#[test]
+fn extra_values_render_where_they_say() {
+    // Defaults: none of them adds anything.
+    let docs = render("default", &[]);
+    for d in ["signal-svc", "actuator-svc"] {
+        let env = container(&docs, d)["env"].to_string();
+        assert!(!env.contains("RUST_LOG"), "{d}: {env}");
+    }
+    assert_eq!(
+        flag(&docs, "signal-svc", "actuator-service").as_deref(),
+        Some("actuator-svc.cutover.svc.cluster.local:9443")
+    );
+    for f in [
+        "lease-renew-deadline",
+        "assignment-valid-for",
+        "actuator-keepalive",
+    ] {
+        assert_eq!(flag(&docs, "signal-svc", f), None, "{f}");
+    }
+
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        serde_json::to_vec(&serde_json::json!({
+            "logLevel": "debug,hyper=info",
+            "clusterDomain": "corp.example",
+            "signal": {
+                "leaderElection": {"leaseDuration": "6s", "renewDeadline": "5s",
+                    "renewInterval": "2s", "retryInterval": "1s"},
+                "assignmentValidFor": "5s",
+                "actuatorKeepalive": "2s",
+                "podLabels": {"team": "net"},
+                "serviceAccount": {"name": "cutover-signal",
+                    "annotations": {"example.com/owner": "net"}},
+                "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+                "extraVolumes": [{"name": "scratch", "emptyDir": {}}],
+                "extraVolumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                "extraArgs": ["--lease-name=override", "--resync-interval=2m"],
+            },
+            "actuator": {
+                "podLabels": {"team": "net"},
+                "serviceAccount": {"name": "cutover-actuator",
+                    "annotations": {"example.com/owner": "net"}},
+                "extraEnv": [{"name": "SSL_CERT_DIR", "value": "/etc/extra-ca"}],
+                "extraVolumes": [{"name": "extra-ca", "configMap": {"name": "corp-ca"}}],
+                "extraVolumeMounts": [{"name": "extra-ca", "mountPath": "/etc/extra-ca",
+                    "readOnly": true}],
+                "extraArgs": ["--azure-ca-file=/etc/extra-ca/ca.pem"],
+            },
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let docs = helm::template(&[values.path()], &[&registry_set()]).unwrap();
+    for doc in &docs {
+        check_typed(doc);
+    }
+    // The timings, as flags signal-svc accepts.
+    for (f, v) in [
+        ("lease-duration", "6s"),
+        ("lease-renew-deadline", "5s"),
+        ("lease-renew-interval", "2s"),
+        ("lease-retry-interval", "1s"),
+        ("assignment-valid-for", "5s"),
+        ("actuator-keepalive", "2s"),
+    ] {
+        assert_eq!(flag(&docs, "signal-svc", f).as_deref(), Some(v), "{f}");
+    }
+    signal_svc_accepts(&docs).unwrap();
+    // extraArgs come last, and a repeated flag's last value is the one signal-svc takes.
+    let a = args(&docs, "signal-svc");
+    assert_eq!(a.last().map(String::as_str), Some("--resync-interval=2m"));
+    assert!(a.contains(&"--lease-name=cutover-signal-svc".to_string()));
+    let parsed = <signal_svc::config::Args as clap::Parser>::try_parse_from(
+        std::iter::once("signal-svc".to_string()).chain(a),
+    )
+    .unwrap();
+    assert_eq!(parsed.lease.lease_name, "override");
+    // logLevel: RUST_LOG on both; clusterDomain in the actuators' Service name.
+    for d in ["signal-svc", "actuator-svc"] {
+        let env = container(&docs, d)["env"].as_array().unwrap().clone();
+        assert!(
+            env.contains(&serde_json::json!({"name": "RUST_LOG", "value": "debug,hyper=info"})),
+            "{d}: {env:?}"
+        );
+        let pod = &find(&docs, "Deployment", d)["spec"]["template"];
+        assert_eq!(pod["metadata"]["labels"]["team"], "net", "{d}");
+        assert_eq!(
+            pod["metadata"]["labels"]["app.kubernetes.io/name"], d,
+            "{d}: the selector's label stays"
+        );
+    }
+    assert_eq!(
+        flag(&docs, "signal-svc", "actuator-service").as_deref(),
+        Some("actuator-svc.cutover.svc.corp.example:9443")
+    );
+    // extraEnv, extraVolumes, extraVolumeMounts, after the chart's own.
+    let env = container(&docs, "signal-svc")["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        env.last().unwrap(),
+        &serde_json::json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"})
+    );
+    let mounts = container(&docs, "actuator-svc")["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(mounts.len(), 3);
+    assert_eq!(mounts[2]["mountPath"], "/etc/extra-ca");
+    let volumes = pod_spec(&docs, "actuator-svc")["volumes"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(volumes.last().unwrap()["configMap"]["name"], "corp-ca");
+    assert_eq!(
+        pod_spec(&docs, "signal-svc")["volumes"].as_array().unwrap()[1]["name"],
+        "scratch"
+    );
+    // ServiceAccounts: names and annotations; the pods and the RBAC bindings follow the name;
+    // workload identity's annotation stays.
+    for (d, sa) in [
+        ("signal-svc", "cutover-signal"),
+        ("actuator-svc", "cutover-actuator"),
+    ] {
+        assert_eq!(pod_spec(&docs, d)["serviceAccountName"], sa);
+        let account = find(&docs, "ServiceAccount", sa);
+        assert_eq!(
+            account["metadata"]["annotations"]["example.com/owner"],
+            "net"
+        );
+    }
+    assert_eq!(
+        find(&docs, "ServiceAccount", "cutover-actuator")["metadata"]["annotations"]["azure.workload.identity/client-id"],
+        "00000000-0000-0000-0000-000000000000"
+    );
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["kind"] == "ServiceAccount" && d["metadata"]["name"] == "signal-svc")
+    );
+    for (kind, name) in [
+        ("ClusterRoleBinding", "cutover-signal-svc"),
+        ("RoleBinding", "cutover-signal-svc-lease"),
+    ] {
+        assert_eq!(
+            find(&docs, kind, name)["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount", "name": "cutover-signal",
+                "namespace": NAMESPACE}]),
+            "{kind}"
+        );
+    }
+
+    // As a subchart: the parent's `global` values reach it (the schema must accept them).
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(parent.path().join("charts")).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(helm::chart())
+        .arg(parent.path().join("charts/cutover"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(
+        parent.path().join("Chart.yaml"),
+        "apiVersion: v2
+name: platform
+version: 1.0.0
+",
+    )
+    .unwrap();
+    std::fs::write(
+        parent.path().join("values.yaml"),
+        format!(
+            "global:
+  environment: prod
+cutover:
+  image:
+    registry: {}
+",
+            manifests::TEST_REGISTRY
+        ),
+    )
+    .unwrap();
+    let docs = helm::template_chart(parent.path(), &[], &[]).unwrap();
+    assert!(
+        container(&docs, "signal-svc")["image"]
+            .as_str()
+            .unwrap()
+            .starts_with(manifests::TEST_REGISTRY)
+    );
 }
 
 fn pod_spec<'a>(docs: &'a [Value], deployment: &str) -> &'a Value {
@@ -371,8 +800,20 @@ fn variants_do_what_their_values_say() {
         Some("3s")
     );
     assert_eq!(
+        flag(&docs, "signal-svc", "lease-renew-deadline").as_deref(),
+        Some("2s")
+    );
+    assert_eq!(
         flag(&docs, "signal-svc", "lease-renew-interval").as_deref(),
         Some("1s")
+    );
+    assert_eq!(
+        flag(&docs, "signal-svc", "assignment-valid-for").as_deref(),
+        Some("4500ms")
+    );
+    assert_eq!(
+        flag(&docs, "signal-svc", "actuator-keepalive").as_deref(),
+        Some("2s")
     );
     assert_eq!(
         flag(&docs, "signal-svc", "lease-retry-interval").as_deref(),
@@ -599,10 +1040,34 @@ async fn every_variant_applies_to_a_real_api_server() {
             "{group} is served: apply it instead of skipping"
         );
     }
+    // `helm install` itself (server dry run, before anything the chart renders exists: helm
+    // refuses to take over objects it did not create): the schema, the templates and NOTES.txt.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_admin_kubeconfig(&kubeconfig).unwrap();
+    let out = helm::install_dry_run(&kubeconfig, &[], &[&registry_set()]).unwrap();
+    let notes = out
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm install prints NOTES");
+    for needle in [
+        format!("{}/cutover/signal-svc:", manifests::TEST_REGISTRY),
+        "system:serviceaccount:cutover:actuator-svc".to_string(),
+        "rollout status deploy/signal-svc".to_string(),
+        "actuator-svc-tls".to_string(),
+    ] {
+        assert!(notes.contains(&needle), "NOTES lack {needle}:\n{notes}");
+    }
+    let err = helm::install_dry_run(&kubeconfig, &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("image.registry is required"), "{err}");
     let mut skipped = BTreeSet::new();
     for (name, file) in helm::variants().unwrap() {
         let files: Vec<&Path> = file.iter().map(PathBuf::as_path).collect();
-        let docs = helm::template(&files, &[]).unwrap();
+        let set = variant_set(&name);
+        let set: Vec<&str> = set.iter().map(String::as_str).collect();
+        let docs = helm::template(&files, &set).unwrap();
         let (crd, plain): (Vec<Value>, Vec<Value>) = docs.into_iter().partition(is_crd_kind);
         skipped.extend(crd.iter().map(key).map(|k| k.0));
         let applied = kube_real::manifests::apply(&admin, &plain, NAMESPACE)
@@ -673,6 +1138,7 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
         &values,
         serde_json::to_vec(&serde_json::json!({
             "clusterName": cluster.name,
+            "image": {"registry": manifests::TEST_REGISTRY},
             "logFormat": "plain",
             "azureJson": {"create": true, "config": azure_json},
             "actuator": {"workloadIdentity": {"clientId": aks_fixture::CLIENT_ID}},
