@@ -179,6 +179,10 @@ pub(crate) fn arm_client(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<(ArmClient, Limits)> {
     let (cfg, authority) = (&loaded.cfg, &loaded.authority);
+    // The bearer token goes over https only (plain http on loopback): refused at start-up.
+    crate::arm::client::endpoint_allowed(&args.arm_endpoint)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("--arm-endpoint {}", args.arm_endpoint))?;
     let http = loaded.http.clone();
     let credential = credentials::build(
         &cfg.credential,

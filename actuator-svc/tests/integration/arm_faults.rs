@@ -487,3 +487,25 @@ async fn a_next_link_to_another_host_is_refused() {
     );
     assert!(head.contains("x-ms-client-request-id: "), "{head}");
 }
+
+/// Issue 27 item 7: an http ARM endpoint off loopback is refused at start-up, naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_endpoint_off_loopback_is_refused_at_start() {
+    let (sim, cluster) = start_sim("aks").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &cluster);
+    let mut args = base_args(&sim, &config);
+    let pos = args.iter().position(|a| a == "--arm-endpoint").unwrap();
+    args[pos + 1] = "http://management.azure.com".into();
+    let Err(e) = actuator_svc::runtime::start(
+        <actuator_svc::config::cli::Args as clap::Parser>::try_parse_from(args).unwrap(),
+        actuator_svc::config::azure_json::EnvOverrides::default(),
+    )
+    .await
+    else {
+        panic!("started with a plain http endpoint off loopback");
+    };
+    let text = format!("{e:#}");
+    assert!(text.contains("--arm-endpoint"), "{text}");
+    assert!(text.contains("use https"), "{text}");
+}
