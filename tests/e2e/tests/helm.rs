@@ -5,7 +5,11 @@
 //!   and the values schema refusing what it must;
 //! - one source of truth: the default rendering and the aks, monitoring and single-replica
 //!   variants render exactly what `kubectl kustomize` renders for deploy/base and the overlays
-//!   of the same names, object by object (everything but Helm's own metadata labels);
+//!   of the same names, object by object (everything but Helm's own metadata labels; the
+//!   defaults and deploy/base with the same test registry: neither renders without one);
+//! - the timings signal-svc validates are values, refused at render time exactly when
+//!   signal-svc's own validation refuses them, naming the values; every variant's signal-svc
+//!   arguments pass that validation;
 //! - what each variant's values say ends up where it must (dry-run, cert-manager, leases...);
 //! - every metric the Grafana dashboard and the alerts name is registered by a service;
 //! - every variant applies to a real kube-apiserver with strict server-side field validation;
