@@ -19,6 +19,8 @@ use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +58,66 @@ pub struct SendError(String);
 /// The shared HTTPS client. Cheap to clone (one connection pool).
 #[derive(Clone)]
 pub struct Transport {
-    client: Client<HttpsConnector<HttpConnector>, ChunkBody>,
+    client: Client<HttpsConnector<ProxyConnector>, ChunkBody>,
+}
+
+/// Opens TCP connections directly, or through an HTTP proxy's `CONNECT` tunnel when the
+/// proxy settings name one for the destination (AKS's HTTP proxy feature injects
+/// `HTTPS_PROXY`/`NO_PROXY` into every pod, and where only the proxy leads out, ARM and Azure
+/// AD are reached only through it; azure-production.md 4). TLS runs end to end inside the
+/// tunnel. Only https destinations are tunnelled: plain http goes only to the managed-identity
+/// endpoint (169.254.169.254, in AKS's default `NO_PROXY`) or to loopback.
+#[derive(Clone)]
+pub struct ProxyConnector {
+    direct: HttpConnector,
+    matcher: Arc<Matcher>,
+    /// Destinations already logged as reached through the proxy (logged once each).
+    logged: Arc<parking_lot::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<http::Uri> for ProxyConnector {
+    type Response = <HttpConnector as tower::Service<http::Uri>>::Response;
+    type Error = BoxError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        self.direct.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let via = match dst.scheme_str() {
+            Some("https") => self.matcher.intercept(&dst),
+            _ => None,
+        };
+        let mut direct = self.direct.clone();
+        let Some(proxy) = via else {
+            return Box::pin(async move { direct.call(dst).await.map_err(Into::into) });
+        };
+        let proxy_uri = proxy.uri().clone();
+        let target = dst.authority().map(|a| a.to_string()).unwrap_or_default();
+        if self.logged.lock().insert(target.clone()) {
+            // The proxy's URI may carry credentials: only its host and port are logged.
+            tracing::info!(destination = %target, proxy = %proxy_uri.authority().map(|a| a.host()).unwrap_or_default(), port = proxy_uri.port_u16(), "reaching Azure through the HTTPS proxy");
+        }
+        let mut tunnel = Tunnel::new(proxy_uri.clone(), direct);
+        if let Some(auth) = proxy.basic_auth() {
+            tunnel = tunnel.with_auth(auth.clone());
+        }
+        Box::pin(async move {
+            tunnel.call(dst).await.map_err(|e| {
+                let host = proxy_uri.host().unwrap_or_default().to_string();
+                let message = format!("through the HTTPS proxy {host} to {target}: {e}");
+                BoxError::from(message)
+            })
+        })
+    }
 }
 
 impl std::fmt::Debug for Transport {
@@ -84,8 +145,19 @@ pub fn read_ca_file(
 }
 
 impl Transport {
-    /// A client trusting the built-in and platform roots plus `extra_roots`.
+    /// A client trusting the built-in and platform roots plus `extra_roots`, reaching https
+    /// destinations through the proxy `HTTPS_PROXY` (or `ALL_PROXY`, upper or lower case)
+    /// names unless `NO_PROXY` covers them (hosts, domains and their subdomains, IPs, CIDRs,
+    /// `*`: curl's rules, as hyper-util reads them).
     pub fn new(extra_roots: &[CertificateDer<'static>]) -> Result<Self, TransportError> {
+        Self::with_proxy(extra_roots, Matcher::from_env())
+    }
+
+    /// [`Transport::new`] with explicit proxy settings instead of the environment's.
+    pub fn with_proxy(
+        extra_roots: &[CertificateDer<'static>],
+        proxy: Matcher,
+    ) -> Result<Self, TransportError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         let native = rustls_native_certs::load_native_certs();
@@ -112,7 +184,11 @@ impl Transport {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(ProxyConnector {
+                direct: http,
+                matcher: Arc::new(proxy),
+                logged: Default::default(),
+            });
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             // Reads of at most 64 KiB: a completion probe that stops at the LB's

@@ -509,3 +509,156 @@ async fn an_http_endpoint_off_loopback_is_refused_at_start() {
     assert!(text.contains("--arm-endpoint"), "{text}");
     assert!(text.contains("use https"), "{text}");
 }
+
+/// A forward proxy on loopback that tunnels `CONNECT host:port` and records each target.
+async fn connect_proxy() -> (u16, Arc<parking_lot::Mutex<Vec<String>>>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let targets = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = targets.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = l.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read_exact(&mut byte).await.is_err() {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let Some(target) = head
+                    .strip_prefix("CONNECT ")
+                    .and_then(|r| r.split_whitespace().next())
+                    .map(str::to_owned)
+                else {
+                    let _ = client
+                        .write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+                        .await;
+                    return;
+                };
+                seen.lock().push(target.clone());
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (port, targets)
+}
+
+/// An ARM client whose token and ARM requests use `proxy`, pointed at the simulator's TLS
+/// side (https, as in production).
+fn proxied_client(sim: &ArmSim, proxy: hyper_util::client::proxy::matcher::Matcher) -> ArmClient {
+    let pem = sim.ca_pem().unwrap().as_bytes();
+    let roots = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let http = Transport::with_proxy(&roots, proxy).unwrap();
+    let creds = sim.credentials();
+    let cred = credentials::build(
+        &CredentialChoice::ClientSecret {
+            client_id: creds.client_id.clone(),
+            secret: creds.client_secret.clone(),
+        },
+        &creds.tenant_id,
+        &url::Url::parse(&sim.aad_authority()).unwrap(),
+        http.clone(),
+        Sources {
+            reread_every: Duration::ZERO,
+            cloud_config: None,
+        },
+    )
+    .unwrap();
+    let cluster = aks_fixture::preset("aks").unwrap();
+    ArmClient::new(
+        http,
+        cred,
+        Scope {
+            endpoint: url::Url::parse(&sim.https_url()).unwrap(),
+            subscription_id: creds.subscription_id.clone(),
+            lb_resource_group: cluster.resource_group.clone(),
+            node_resource_group: cluster.resource_group.clone(),
+        },
+        Arc::new(parking_lot::Mutex::new(Budget::new(
+            DEFAULT_READ,
+            DEFAULT_WRITE,
+            tokio::time::Instant::now(),
+        ))),
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    )
+}
+
+/// Issue 27 item 5: with an HTTPS proxy configured, token and ARM requests go through its
+/// CONNECT tunnel (TLS end to end inside); a NO_PROXY entry covering the host bypasses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_and_arm_requests_go_through_the_https_proxy_unless_no_proxy_covers_them() {
+    use hyper_util::client::proxy::matcher::Matcher;
+    let (sim, _cluster) = start_sim("aks").await;
+    let (port, targets) = connect_proxy().await;
+    let proxy = format!("http://127.0.0.1:{port}");
+    let sim_target = sim.addr().to_string();
+
+    let arm = proxied_client(&sim, Matcher::builder().https(proxy.clone()).build());
+    let lb = arm.get_lb("kubernetes").await.unwrap();
+    assert!(lb.is_some_and(|b| !b.is_empty()));
+    let tunnelled = targets.lock().clone();
+    assert!(!tunnelled.is_empty(), "nothing went through the proxy");
+    assert!(tunnelled.iter().all(|t| *t == sim_target), "{tunnelled:?}");
+    let reqs = sim.requests();
+    assert!(
+        reqs.iter().any(|r| r.path.contains("/oauth2/")),
+        "token request"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r.method == "GET" && r.path.contains("/loadBalancers/kubernetes")),
+        "ARM request"
+    );
+
+    // NO_PROXY names the host: straight there.
+    targets.lock().clear();
+    let direct = proxied_client(
+        &sim,
+        Matcher::builder()
+            .https(proxy.clone())
+            .no("localhost, 127.0.0.0/8")
+            .build(),
+    );
+    assert!(direct.get_lb("kubernetes").await.unwrap().is_some());
+    assert!(targets.lock().is_empty(), "{:?}", targets.lock());
+
+    // A proxy that is down: the error says so, and nothing bypasses it.
+    let pem = sim.ca_pem().unwrap().as_bytes();
+    let roots = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let dead = Transport::with_proxy(
+        &roots,
+        Matcher::builder()
+            .https("http://127.0.0.1:9".to_string())
+            .build(),
+    )
+    .unwrap();
+    let before = sim.requests().len();
+    let req = http::Request::get(format!("{}/subscriptions", sim.https_url()))
+        .body(actuator_svc::arm::body::ChunkBody::empty())
+        .unwrap();
+    let e = dead.send(req).await.unwrap_err();
+    assert!(
+        e.to_string().contains("through the HTTPS proxy 127.0.0.1"),
+        "{e}"
+    );
+    assert_eq!(sim.requests().len(), before);
+}
