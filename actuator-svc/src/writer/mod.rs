@@ -242,6 +242,9 @@ impl Writer {
         let mut failures = 0u32;
         // Lock conflicts and 412s of this round's write, each retried at once but bounded.
         let mut attempts = Attempts::default();
+        // After a lock conflict: no PUT before ARM's Retry-After, unless this LB showed the
+        // holder's operation and we saw it end (a surer sign than the hint).
+        let mut locked_until: Option<Instant> = None;
         let mut ids = WriteIds::default();
         // Level-triggered restore runs on the self-heal read (a fresh one), once a round.
         let mut check_restore = heal;
@@ -319,6 +322,13 @@ impl Writer {
                     tracing::info!("no longer the owner of this load balancer; not writing");
                     return Ok(());
                 }
+                if let Some(until) = locked_until.take()
+                    && until > Instant::now()
+                {
+                    tokio::time::sleep_until(until).await;
+                    must_read = true;
+                    continue;
+                }
                 self.metrics.write_round(&self.lb, plan.entry_count());
                 let outcome = match self.cfg.strategy {
                     Strategy::WholeLb => self.write_whole(&plan, &changed, &mut ids).await,
@@ -369,13 +379,15 @@ impl Writer {
                             return Err(self.give_up(&changed, reason, Some(&e)));
                         }
                         // ARM said when to try again (Retry-After; NRP's message says the
-                        // same): no write before. The read after it sees the holder's
-                        // operation as `Updating` when it is on this LB, and waits for its
-                        // end; the jitter keeps replicas that met the same lock apart.
-                        let wait = e.retry_after().unwrap_or_default()
-                            + Duration::from_millis(50 + (jitter() * 100.0) as u64);
-                        tracing::info!(error = %e, wait_ms = wait.as_millis() as u64, "load balancer locked by another operation");
-                        tokio::time::sleep(wait).await;
+                        // same): no write before, unless the next read shows the holder's
+                        // operation on this LB and we see it end. The pause keeps a race
+                        // (lock taken between our read and our PUT) from spinning and
+                        // replicas that met the same lock apart.
+                        let hint = e.retry_after().unwrap_or_default();
+                        tracing::info!(error = %e, retry_after_ms = hint.as_millis() as u64, "load balancer locked by another operation");
+                        locked_until = Some(Instant::now() + hint);
+                        tokio::time::sleep(Duration::from_millis(50 + (jitter() * 100.0) as u64))
+                            .await;
                         must_read = true;
                     }
                     Err(WriteError::Arm(e)) => {
@@ -407,7 +419,12 @@ impl Writer {
                 continue;
             };
             // An operation runs on the LB: wait for its end, reading, then plan on that read.
-            if let Err(e) = self.track(since, None).await {
+            let tracked = self.track(since, None).await;
+            if tracked.is_ok() {
+                // The operation that held the lock (if it was this one) has ended.
+                locked_until = None;
+            }
+            if let Err(e) = tracked {
                 failures += 1;
                 let wait = match &e {
                     WriteError::Arm(e) => retry_wait(e, &mut self.backoff),
