@@ -439,3 +439,34 @@ impl Writer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, retry_after: Option<Duration>) -> ArmError {
+        ArmError::Http {
+            op: "put_lb",
+            resource: "/x".into(),
+            status,
+            code: String::new(),
+            message: String::new(),
+            details: vec![],
+            retry_after,
+            trace: Default::default(),
+        }
+    }
+
+    /// Every 429 and 503 waits at least its Retry-After (parsed from seconds or an HTTP date
+    /// by `arm::retry`), whatever the backoff says.
+    #[test]
+    fn retry_waits_honour_retry_after() {
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+        for status in [429, 503] {
+            let wait = retry_wait(&http(status, Some(Duration::from_secs(7))), &mut backoff);
+            assert!(wait >= Duration::from_secs(7), "{status}: {wait:?}");
+        }
+        let wait = retry_wait(&http(503, None), &mut backoff);
+        assert!(wait < Duration::from_secs(7), "{wait:?}");
+    }
+}
