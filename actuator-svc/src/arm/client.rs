@@ -433,8 +433,7 @@ impl ArmClient {
             Class::Write
         };
         let resource = url.path().to_string();
-        let span =
-            tracing::debug_span!("arm", op, resource = %resource, status = tracing::field::Empty);
+        let span = tracing::debug_span!("arm", op, resource = %resource, client_request_id = %request_id, status = tracing::field::Empty);
         async {
             let call = (op, class, &method, &url, request_id.as_str());
             let mut answer = self.call_once(call, if_match, body, &mut read_as).await?;
