@@ -200,11 +200,14 @@ async fn send_assignment(
     tx: &mpsc::Sender<SignalMessage>,
 ) -> Result<(), ()> {
     let now = tokio::time::Instant::now();
-    let (outcome, due) = {
+    let (released, outcome, due) = {
         let mut a = shared.assign.lock();
+        // What the replica acknowledged may now go to its new owner.
+        let released = a.acked(id, renewed.load(Ordering::Acquire), now);
         let outcome = a.tick(now);
-        (outcome, a.due(id, now))
+        (released, outcome, a.due(id, now))
     };
+    publish_assignment(shared, &released);
     publish_assignment(shared, &outcome);
     if let Some(mut m) = due {
         m.echo = renewed.load(Ordering::Acquire);
@@ -284,6 +287,7 @@ async fn connection(
     let renewed = Arc::new(AtomicU64::new(0));
     let reader: JoinHandle<()> = {
         let renewed = renewed.clone();
+        let ack_notify = notify.clone();
         let shared = shared.clone();
         let events = events.clone();
         let endpoint = endpoint.to_owned();
@@ -312,6 +316,8 @@ async fn connection(
                         }
                         Some(actuator_message::Kind::Renew(r)) => {
                             renewed.fetch_max(r.seq, Ordering::AcqRel);
+                            // The stream task records the acknowledgement (see `Assigner::acked`).
+                            ack_notify.notify_one();
                         }
                         Some(actuator_message::Kind::HelloAck(ack)) => {
                             tracing::info!(%endpoint, actuator = %ack.actuator_identity, load_balancers = ?ack.load_balancers, "actuator accepted the stream");

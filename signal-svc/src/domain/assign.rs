@@ -45,6 +45,32 @@ struct Slot {
     told: BTreeSet<String>,
     told_generation: Option<u64>,
     told_at: Option<Instant>,
+    /// Every assignment sent on the stream that the replica may still act on: numbered from 1
+    /// in sending order, with its load balancers and when it was sent. An entry goes once
+    /// the replica acknowledged a later one (its `Renew` number `k` says it took the k-th
+    /// assignment, and dropped what earlier ones gave), or once its `valid_for` has passed
+    /// since it was sent (the replica's right under it has ended by then).
+    unacked: Vec<(u64, BTreeSet<String>, Instant)>,
+    sends: u64,
+}
+
+impl Slot {
+    /// The load balancers the replica may still act on, each with when its right ends at
+    /// the latest.
+    fn holding(&self, valid_for: Duration, now: Instant) -> BTreeMap<String, Instant> {
+        let mut out: BTreeMap<String, Instant> = BTreeMap::new();
+        for (_, lbs, at) in &self.unacked {
+            let until = *at + valid_for;
+            if until <= now {
+                continue;
+            }
+            for lb in lbs {
+                let e = out.entry(lb.clone()).or_insert(until);
+                *e = (*e).max(until);
+            }
+        }
+        out
+    }
 }
 
 /// What changed in one call, for logs and metrics.
@@ -157,6 +183,8 @@ impl Assigner {
                 told: BTreeSet::new(),
                 told_generation: None,
                 told_at: None,
+                unacked: Vec::new(),
+                sends: 0,
             },
         );
         (id, self.replan(now, true))
@@ -168,18 +196,13 @@ impl Assigner {
         let Some(slot) = self.slots.remove(&id) else {
             return Outcome::default();
         };
-        if let Some(at) = slot.told_at {
-            let until = at + self.valid_for;
-            if until > now {
-                for lb in slot.told {
-                    let f = self
-                        .fenced
-                        .entry(lb)
-                        .or_insert((until, slot.endpoint.clone()));
-                    if until >= f.0 {
-                        *f = (until, slot.endpoint.clone());
-                    }
-                }
+        for (lb, until) in slot.holding(self.valid_for, now) {
+            let f = self
+                .fenced
+                .entry(lb)
+                .or_insert((until, slot.endpoint.clone()));
+            if until >= f.0 {
+                *f = (until, slot.endpoint.clone());
             }
         }
         self.replan(now, true)
@@ -207,10 +230,19 @@ impl Assigner {
 
     /// The next instant at which [`Assigner::tick`] can change something, if any.
     pub fn next_fence_expiry(&self) -> Option<Instant> {
+        // A released load balancer that its old holder has not acknowledged yet waits for
+        // the lapse of the grants that gave it.
+        let held = self.slots.values().flat_map(|s| {
+            s.unacked
+                .iter()
+                .filter(|(_, lbs, _)| lbs.iter().any(|lb| !s.planned.contains(lb)))
+                .map(|(_, _, at)| *at + self.valid_for)
+        });
         self.fenced
             .values()
             .map(|(at, _)| *at)
             .chain(self.quiet_until)
+            .chain(held)
             .min()
     }
 
@@ -245,11 +277,30 @@ impl Assigner {
 
     /// `sent` was handed to the stream at `now`.
     pub fn sent(&mut self, id: StreamId, sent: &Assignment, now: Instant) {
+        let valid_for = self.valid_for;
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.told = sent.load_balancers.iter().cloned().collect();
             slot.told_generation = Some(sent.generation);
             slot.told_at = Some(now);
+            slot.sends += 1;
+            slot.unacked.retain(|(_, _, at)| *at + valid_for > now);
+            slot.unacked.push((slot.sends, slot.told.clone(), now));
         }
+    }
+
+    /// The replica of stream `id` sent its `Renew` number `seq`: it took the `seq`-th
+    /// assignment of the stream, so what only earlier ones gave it is released, and may go
+    /// to its new owner now rather than at the old grant's lapse.
+    pub fn acked(&mut self, id: StreamId, seq: u64, now: Instant) -> Outcome {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Outcome::default();
+        };
+        let before = slot.unacked.len();
+        slot.unacked.retain(|(n, _, _)| *n >= seq);
+        if slot.unacked.len() == before {
+            return Outcome::default();
+        }
+        self.replan(now, false)
     }
 
     /// The planned owner of every managed load balancer (`None`: fenced or no live stream).
@@ -326,6 +377,17 @@ impl Assigner {
                 && !self.slots[&id].told.contains(lb)
                 && *holder != self.slots[&id].endpoint
             {
+                continue;
+            }
+            // Handed over between live replicas only once the old one released it (its
+            // acknowledgement of an assignment without it, or that grant's lapse): until
+            // then it goes to nobody, so two replicas never write it at once.
+            let held_elsewhere = self.slots.iter().any(|(other, s)| {
+                *other != id
+                    && s.endpoint != self.slots[&id].endpoint
+                    && s.holding(self.valid_for, now).iter().any(|(l, _)| l == lb)
+            });
+            if held_elsewhere {
                 continue;
             }
             if let Some(p) = plan.get_mut(&id) {

@@ -18,6 +18,20 @@ fn deliver(a: &mut Assigner, ids: &[StreamId], now: Instant) -> BTreeMap<StreamI
     out
 }
 
+/// Sends what is due and lets every replica acknowledge it, until nothing changes (`sends`
+/// counts each stream's assignments: a replica's k-th `Renew` acknowledges the k-th).
+fn settle(a: &mut Assigner, sends: &mut BTreeMap<StreamId, u64>, now: Instant) {
+    for _ in 0..4 {
+        let ids: Vec<StreamId> = sends.keys().copied().collect();
+        for (id, _) in deliver(a, &ids, now) {
+            *sends.entry(id).or_default() += 1;
+        }
+        for (id, n) in sends.iter() {
+            a.acked(*id, *n, now);
+        }
+    }
+}
+
 fn owners(a: &Assigner) -> BTreeMap<String, Option<String>> {
     a.owners().into_iter().collect()
 }
@@ -45,8 +59,19 @@ fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
     );
     let (y, _) = a.join("10.0.0.2:9443", &lbs(12), t);
     let (z, _) = a.join("10.0.0.3:9443", &lbs(12), t);
+    let first = deliver(&mut a, &[x, y, z], t);
+    assert_eq!(first.len(), 3, "a live-set change is sent to every stream");
+    // Two-phase hand-over: x still holds everything until it acknowledges its smaller
+    // share (its second Renew), so y and z get nothing yet: never two writers at once.
+    assert!(first[&y].load_balancers.is_empty() && first[&z].load_balancers.is_empty());
+    assert!(first[&x].load_balancers.len() < 12);
+    assert!(a.acked(x, 2, t).changed, "x released its old share");
     let sent = deliver(&mut a, &[x, y, z], t);
-    assert_eq!(sent.len(), 3, "a live-set change is sent to every stream");
+    assert_eq!(
+        sent.len(),
+        3,
+        "the hand-over is a new generation for every stream"
+    );
     let gens: BTreeSet<u64> = sent.values().map(|m| m.generation).collect();
     assert_eq!(gens.len(), 1, "one generation per change");
     let mut all: Vec<&String> = sent.values().flat_map(|m| &m.load_balancers).collect();
@@ -57,9 +82,12 @@ fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
     assert!(sent.values().all(|m| !m.load_balancers.is_empty()));
 
     // A fourth replica takes only what it wins; nothing moves between the others.
+    let mut sends: BTreeMap<StreamId, u64> = [(x, 2), (y, 2), (z, 2)].into();
+    settle(&mut a, &mut sends, t);
     let before = owners(&a);
     let (w, _) = a.join("10.0.0.4:9443", &lbs(12), t);
-    deliver(&mut a, &[x, y, z, w], t);
+    sends.insert(w, 0);
+    settle(&mut a, &mut sends, t);
     for (lb, owner) in owners(&a) {
         if owner.as_deref() != Some("10.0.0.4:9443") {
             assert_eq!(before[&lb], owner, "{lb} moved between old replicas");
@@ -276,4 +304,33 @@ fn a_new_epoch_assigns_nothing_until_old_grants_have_lapsed() {
     let sent = deliver(&mut a, &[x], end);
     assert_eq!(sent[&x].load_balancers.len(), 3);
     assert!(sent[&x].generation > first[&x].generation);
+}
+
+/// Found by the fleet simulation (seed 18 among 450 of 1,000): a joining replica took its
+/// share at once while the old holder, slow or frozen, still held it under its grant: two
+/// writers for up to `valid_for`. Without an acknowledgement the share moves once the grants
+/// that gave it to the old holder have lapsed.
+#[test]
+fn a_share_moves_on_acknowledgement_or_at_the_old_grants_lapse() {
+    let t = Instant::now();
+    let mut a = Assigner::new(VALID);
+    a.begin(2, t, true);
+    let (x, _) = a.join("a:1", &lbs(6), t);
+    deliver(&mut a, &[x], t);
+    let (y, _) = a.join("b:1", &lbs(6), t);
+    let sent = deliver(&mut a, &[x, y], t);
+    assert!(
+        sent[&y].load_balancers.is_empty(),
+        "x may still write all six"
+    );
+    assert_eq!(a.next_fence_expiry(), Some(t + VALID));
+    // No acknowledgement (x frozen): the share moves when x's first grant has lapsed.
+    let lapse = t + VALID;
+    assert!(a.tick(lapse).changed);
+    let sent = deliver(&mut a, &[x, y], lapse);
+    assert!(!sent[&y].load_balancers.is_empty());
+    let mut all: Vec<&String> = sent.values().flat_map(|m| &m.load_balancers).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 6);
 }
