@@ -230,6 +230,12 @@ pub async fn run(
         }
         let writes = plan(&shared, &handle);
         for w in writes {
+            // Fenced per write, not per plan: a write queued behind a slow API server may
+            // outlive the term it was decided under (N9). What is not written is decided
+            // again on resume or by the next leader.
+            if shared.leader_epoch().is_none() {
+                break;
+            }
             match write(&api, &w).await {
                 Ok(true) => {
                     shared.metrics.condition_write(w.cond.status.as_str(), "ok");

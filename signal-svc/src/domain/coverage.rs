@@ -120,11 +120,20 @@ impl Coverage {
                 ..Self::default()
             };
         }
-        if repaired && phase == ResultPhase::Accepted && self.effective.remove(load_balancers) {
-            self.regressed = true;
+        if repaired && phase == ResultPhase::Accepted {
+            // Also for a version this leader never saw EFFECTIVE: after a failover the Node
+            // may carry a `True` the previous leader wrote, which the gate keeps for the new
+            // version of the same state; ARM not showing it must drop that too (N9).
+            self.effective.remove(load_balancers);
             // Still accepted there: the repair write is ARM's or about to be.
             self.accepted.add(load_balancers);
-            return vec![Reached::Regressed];
+            let news = !self.regressed;
+            self.regressed = true;
+            return if news {
+                vec![Reached::Regressed]
+            } else {
+                vec![]
+            };
         }
         match phase {
             ResultPhase::Accepted => self.accepted.add(load_balancers),
@@ -336,6 +345,37 @@ mod tests {
             vec![Reached::Effective]
         );
         assert_eq!(c.reached(), Some((v(1), ResultPhase::Effective)));
+        assert!(!c.regressed());
+    }
+}
+
+#[cfg(test)]
+mod trusted_tests {
+    use super::*;
+
+    /// N9: after a failover the gate keeps a `True` found on the Node for the new version of
+    /// the same state. Drift reported before this leader saw that version EFFECTIVE must still
+    /// count as a regression, or the inherited `True` stays while an entry is None.
+    #[test]
+    fn drift_on_a_version_never_effective_here_is_a_regression() {
+        let managed: BTreeSet<String> = ["pub".to_string(), "int".to_string()].into();
+        let v = Version { epoch: 9, seq: 1 };
+        let mut c = Coverage::default();
+        assert_eq!(
+            c.add(v, ResultPhase::Accepted, &["int".into()], true, &managed),
+            vec![Reached::Regressed]
+        );
+        assert!(c.regressed());
+        assert_eq!(
+            c.add(
+                v,
+                ResultPhase::Effective,
+                &["pub".into(), "int".into()],
+                true,
+                &managed
+            ),
+            vec![Reached::Accepted, Reached::Effective]
+        );
         assert!(!c.regressed());
     }
 }
