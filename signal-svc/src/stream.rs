@@ -231,6 +231,24 @@ fn next_assignment_check(shared: &Shared, id: StreamId) -> tokio::time::Instant 
     a.next_fence_expiry().map_or(due, |f| f.min(due)).max(now)
 }
 
+/// Waits until this process may write under `epoch` (suspended: until it resumes); false once
+/// it leads no more under it. Hello, snapshot and the first assignment are writes too (N10).
+async fn writable(shared: &Shared, epoch: u64) -> bool {
+    let mut resumed = shared.resumed_rx();
+    loop {
+        if shared.leader_epoch() == Some(epoch) {
+            return true;
+        }
+        if *shared.leader_rx().borrow() != Some(epoch) {
+            return false;
+        }
+        tokio::select! {
+            _ = resumed.changed() => {}
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
 /// Why a stream ended, from its reader (waiting briefly for the actuator's status).
 async fn end_of(
     endpoint: &str,
@@ -262,6 +280,9 @@ async fn connection(
     };
     let notify = shared.notify_for(endpoint);
     let mut client = connect(endpoint, cfg).await?;
+    if !writable(shared, epoch).await {
+        return Err(closed());
+    }
     let (tx, rx) = mpsc::channel::<SignalMessage>(64);
     let hello = Hello {
         cluster_name: cfg.cluster_name.clone(),
@@ -343,6 +364,9 @@ async fn connection(
     }
     let _reader = AbortOnDrop(reader);
 
+    if !writable(shared, epoch).await {
+        return Err(closed());
+    }
     let snapshot = shared.core.lock().dispatch.snapshot(endpoint);
     let count = snapshot.len() as u64;
     let mut sent = Ok(());
@@ -392,9 +416,12 @@ async fn connection(
         id,
     };
     publish_assignment(shared, &outcome);
-    send_assignment(shared, id, &renewed, &tx)
-        .await
-        .map_err(|_| closed())?;
+    // Suspended meanwhile: the loop sends the first assignment once writes resume.
+    if shared.leader_epoch() == Some(epoch) {
+        send_assignment(shared, id, &renewed, &tx)
+            .await
+            .map_err(|_| closed())?;
+    }
     shared.set_stream_ready(endpoint, true);
     backoff.reset();
     tracing::info!(%endpoint, epoch, nodes = count, "snapshot sent; stream live");
@@ -602,5 +629,52 @@ pub async fn manager(
     }
     for (_, (h, _)) in tasks {
         let _ = h.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writable;
+    use crate::domain::dispatch::Dispatcher;
+    use crate::domain::index::NodeIndex;
+    use crate::domain::taints::TriggerSet;
+    use crate::state::{Core, Shared};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    /// N10: a stream opened while the leader was suspended (past its renew deadline) sent its
+    /// Hello, snapshot and first assignment anyway. It now waits for the resume, and gives up
+    /// once the term is lost.
+    #[tokio::test]
+    async fn nothing_opens_a_stream_while_writes_are_paused() {
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(),
+        };
+        let s = std::sync::Arc::new(Shared::new(
+            core,
+            "me".into(),
+            false,
+            mpsc::unbounded_channel().0,
+        ));
+        s.lead_until(4, Some(Instant::now() + Duration::from_secs(30)));
+        assert!(writable(&s, 4).await);
+        s.suspend();
+        let waiting = tokio::spawn({
+            let s = s.clone();
+            async move { writable(&s, 4).await }
+        });
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!waiting.is_finished(), "opened while suspended");
+        s.lead_until(4, Some(Instant::now() + Duration::from_secs(30)));
+        assert!(waiting.await.unwrap());
+        s.suspend();
+        let lost = tokio::spawn({
+            let s = s.clone();
+            async move { writable(&s, 4).await }
+        });
+        s.lose_leadership();
+        assert!(!lost.await.unwrap(), "a lost term opens nothing");
     }
 }
