@@ -107,6 +107,7 @@ impl Shared {
         self.metrics
             .epoch
             .set(i64::try_from(epoch).unwrap_or(i64::MAX));
+        self.want_fresh_node_list();
         self.active.store(true, Ordering::Release);
         self.leader_tx.send_replace(Some(epoch));
         for t in pending {

@@ -29,6 +29,26 @@ pub struct Core {
 /// How long an actuator's assignment holds without a heartbeat, unless configured.
 pub const DEFAULT_ASSIGNMENT_VALID_FOR: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// A full node list completed within this counts as fresh for a new leadership.
+pub const FRESH_NODE_LIST: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The node watch's lists, as a leader needs them.
+#[derive(Debug, Default, Clone, Copy)]
+struct NodeList {
+    done_at: Option<tokio::time::Instant>,
+    wanted_after: Option<tokio::time::Instant>,
+}
+
+impl NodeList {
+    fn fresh(&self) -> bool {
+        match (self.done_at, self.wanted_after) {
+            (None, _) => false,
+            (Some(done), Some(wanted)) => done >= wanted,
+            (Some(_), None) => true,
+        }
+    }
+}
+
 /// Shared by every task of one signal-svc instance. See the module doc for the lock rule.
 #[derive(Debug)]
 pub struct Shared {
@@ -38,7 +58,11 @@ pub struct Shared {
     pub dry_run: bool,
     notifies: Mutex<HashMap<String, Arc<Notify>>>,
     streams_ready: Mutex<HashSet<String>>,
-    nodes_synced: watch::Sender<bool>,
+    /// When the node watch last completed a full list, and after which instant a leader
+    /// needs one (see [`Shared::want_fresh_node_list`]).
+    node_list: watch::Sender<NodeList>,
+    /// Asks the node watch for a new list (see [`Shared::want_fresh_node_list`]).
+    relist: Notify,
     events_synced: AtomicBool,
     /// The epoch streams run under (`None`: not leading); see [`crate::leadership`].
     pub(crate) leader_tx: watch::Sender<Option<u64>>,
@@ -79,7 +103,8 @@ impl Shared {
             dry_run,
             notifies: Mutex::default(),
             streams_ready: Mutex::default(),
-            nodes_synced: watch::channel(false).0,
+            node_list: watch::channel(NodeList::default()).0,
+            relist: Notify::new(),
             events_synced: AtomicBool::new(false),
             leader_tx,
             active: AtomicBool::new(false),
@@ -247,15 +272,41 @@ impl Shared {
         let _ = self.taint_tx.send(req);
     }
 
+    /// The node watch completed a full list.
     pub fn set_nodes_synced(&self) {
-        self.nodes_synced.send_replace(true);
+        let now = tokio::time::Instant::now();
+        self.node_list.send_modify(|l| l.done_at = Some(now));
     }
 
-    /// Resolves once the node watch has finished its initial list (a leader never streams
-    /// before: a partial node list would assert a partial desired state).
+    /// Resolves once the node watch has finished a full list, and one begun after the last
+    /// [`Shared::want_fresh_node_list`] (a leader never streams before: a partial list would
+    /// assert a partial desired state, an old one a stale one).
     pub async fn nodes_synced(&self) {
-        let mut rx = self.nodes_synced.subscribe();
-        let _ = rx.wait_for(|s| *s).await;
+        let mut rx = self.node_list.subscribe();
+        let _ = rx.wait_for(NodeList::fresh).await;
+    }
+
+    /// A new leadership: a standby's watch may be half-open (the API server gone quiet on a
+    /// connection nobody noticed; kube-runtime finds out after ~290 s) and its index minutes
+    /// old, and streaming it under a new epoch would beat the actuators' fresher states (N7).
+    /// Unless a full list completed within [`FRESH_NODE_LIST`], ask the watch for a new one;
+    /// streams wait for it ([`Shared::nodes_synced`]).
+    pub(crate) fn want_fresh_node_list(&self) {
+        let now = tokio::time::Instant::now();
+        let stale = self
+            .node_list
+            .borrow()
+            .done_at
+            .is_none_or(|at| now.saturating_duration_since(at) > FRESH_NODE_LIST);
+        if stale {
+            self.node_list.send_modify(|l| l.wanted_after = Some(now));
+            self.relist.notify_one();
+        }
+    }
+
+    /// Resolves when a new node list is wanted (the node watch restarts its watcher).
+    pub async fn relist_requested(&self) {
+        self.relist.notified().await;
     }
 
     pub fn set_events_synced(&self) {
@@ -278,7 +329,8 @@ impl Shared {
     /// Watches synced and, on a (non-dry-run) leader, every endpoint's stream has sent its
     /// snapshot.
     pub fn is_ready(&self) -> bool {
-        if !*self.nodes_synced.borrow() || !self.events_synced.load(Ordering::Acquire) {
+        if self.node_list.borrow().done_at.is_none() || !self.events_synced.load(Ordering::Acquire)
+        {
             return false;
         }
         if self.dry_run || self.leader_epoch().is_none() {
@@ -300,5 +352,53 @@ pub fn node_status(name: &str, uid: &str, version: Version, phase: ResultPhase) 
         }),
         version: Some(version),
         phase: phase as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::taints::TriggerSet;
+    use std::time::Duration;
+
+    fn shared() -> Shared {
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(),
+        };
+        Shared::new(core, "me".into(), false, mpsc::unbounded_channel().0)
+    }
+
+    async fn synced_within(s: &Shared, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), s.nodes_synced())
+            .await
+            .is_ok()
+    }
+
+    /// N7: a standby whose last full list is old (its watch may be half-open) lists again
+    /// before it streams as leader; one that listed moments ago (a start-up) does not wait.
+    #[tokio::test]
+    async fn a_new_leader_streams_only_from_a_fresh_node_list() {
+        let s = shared();
+        assert!(!synced_within(&s, 50).await, "nothing listed yet");
+        s.set_nodes_synced();
+        s.want_fresh_node_list();
+        assert!(synced_within(&s, 50).await, "listed moments ago: fresh");
+
+        let old = tokio::time::Instant::now()
+            .checked_sub(FRESH_NODE_LIST + Duration::from_secs(1))
+            .expect("monotonic clock past 11 s");
+        s.node_list.send_modify(|l| l.done_at = Some(old));
+        s.want_fresh_node_list();
+        assert!(!synced_within(&s, 50).await, "an old list must be redone first");
+        // The watch was asked for a new list...
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), s.relist_requested())
+                .await
+                .is_ok()
+        );
+        // ...and once it completes, the leader streams.
+        s.set_nodes_synced();
+        assert!(synced_within(&s, 50).await);
     }
 }

@@ -50,14 +50,23 @@ pub async fn nodes(
     shutdown: CancellationToken,
 ) {
     let api: Api<SlimNode> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let start = || {
+        watcher::watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed()
+    };
+    let mut stream = start();
     let mut warned = HashSet::new();
     let mut listed = 0usize;
     loop {
         let item = tokio::select! {
             _ = shutdown.cancelled() => return,
+            () = shared.relist_requested() => {
+                // A new watcher: a new connection's full list, whatever the old one hung on.
+                tracing::info!("new leadership: listing every node again before streaming");
+                stream = start();
+                continue;
+            }
             item = stream.next() => item,
         };
         let Some(item) = item else { return };
