@@ -93,6 +93,8 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
         "1h",
         "--poll-interval",
         "1s",
+        // Used alone: tool holds are kept in memory.
+        "--standalone",
         // Every node goes Down in the mass case: the blast-radius guard is lifted.
         "--max-down-share",
         "1.0",

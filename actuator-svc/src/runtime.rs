@@ -85,7 +85,7 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     let writer_cfg = writer_config(&args)?;
     let lbs = managed_lbs(&loaded.cfg, &args.cluster_name);
     let store = Arc::new(Store::new(&lbs, metrics.clone()));
-    store.uplink().expect_stream_for(args.first_stream_grace);
+    store.uplink().set_standalone(args.standalone);
     let cache = Arc::new(SharedCache::default());
     let (grpc_listener, admin_listener) = bind(&args).await?;
     let (grpc_addr, admin_addr) = (grpc_listener.local_addr()?, admin_listener.local_addr()?);

@@ -24,10 +24,11 @@ struct Inner {
     /// Whether any stream was ever open: then this replica is not used alone, and a hold
     /// while the stream is away (a leader change) must be retried, not kept in memory.
     ever_linked: bool,
-    /// Before this instant a replica that never had a stream still expects one (it has just
-    /// started, and signal-svc connects within seconds): a hold then waits or is retried,
-    /// never kept in memory only. `None`: no grace (the actuator may be used alone at once).
-    expect_stream_until: Option<Instant>,
+    /// Configured for use without signal-svc (`--standalone`): with no stream ever, a hold is
+    /// kept in memory. Otherwise (a fleet) it waits for a stream or is retried, never kept in
+    /// memory only (N5: a grace counted from start let a replica whose signal-svc was late
+    /// keep holds only it saw, dropped without a word when the stream came).
+    standalone: bool,
     next_link: u64,
     next_request: u64,
     /// Open requests: the link they went up, and who waits for the ack.
@@ -74,11 +75,9 @@ pub enum UplinkError {
 }
 
 impl Uplink {
-    /// For `grace` from now, a hold with no stream yet is retried rather than kept in memory
-    /// only: a replica that restarts in a fleet gets its stream within seconds, and a hold
-    /// kept only here would make it write load balancers another replica owns.
-    pub fn expect_stream_for(&self, grace: std::time::Duration) {
-        self.inner.lock().expect_stream_until = Some(Instant::now() + grace);
+    /// Whether this replica is used without signal-svc (see [`Inner::standalone`]).
+    pub fn set_standalone(&self, standalone: bool) {
+        self.inner.lock().standalone = standalone;
     }
 
     /// A stream of leader `epoch` opened; returns its handle for [`Uplink::unregister`], and
@@ -103,20 +102,16 @@ impl Uplink {
 
     /// Where a tool's hold goes now.
     pub fn route(&self) -> Route {
-        self.route_at(Instant::now()).0
+        self.route_now()
     }
 
-    /// Where a hold goes at `now`, and until when a `Retry` may turn into `MemoryOnly` by
-    /// itself (the first-stream grace running out).
-    fn route_at(&self, now: Instant) -> (Route, Option<Instant>) {
+    /// Where a hold goes now.
+    fn route_now(&self) -> Route {
         let inner = self.inner.lock();
-        match (inner.links.is_empty(), inner.ever_linked) {
-            (false, _) => (Route::Durable, None),
-            (true, true) => (Route::Retry, None),
-            (true, false) => match inner.expect_stream_until.filter(|until| now < *until) {
-                Some(until) => (Route::Retry, Some(until)),
-                None => (Route::MemoryOnly, None),
-            },
+        match (inner.links.is_empty(), inner.ever_linked, inner.standalone) {
+            (false, _, _) => Route::Durable,
+            (true, false, true) => Route::MemoryOnly,
+            (true, _, _) => Route::Retry,
         }
     }
 
@@ -131,12 +126,11 @@ impl Uplink {
             tokio::pin!(notified);
             // Registered before the check, so a stream that registers in between wakes us.
             notified.as_mut().enable();
-            let (route, changes_at) = self.route_at(Instant::now());
+            let route = self.route_now();
             if route != Route::Retry {
                 return route;
             }
-            let wake = changes_at.map_or(deadline, |at| at.min(deadline));
-            if tokio::time::timeout_at(wake, notified).await.is_err() && wake >= deadline {
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return self.route();
             }
         }
@@ -244,21 +238,19 @@ mod tests {
         drop(later.await);
     }
 
+    /// N5: in a fleet, a replica whose signal-svc stream is late (signal-svc restarting, a
+    /// slow API server) never keeps a hold in memory only, however long it waits; only a
+    /// replica configured to run without signal-svc does.
     #[tokio::test]
-    async fn a_fresh_replica_expects_its_first_stream_before_keeping_holds_in_memory() {
+    async fn only_a_standalone_replica_keeps_holds_in_memory() {
         let up = std::sync::Arc::new(Uplink::default());
-        up.expect_stream_for(Duration::from_millis(300));
         assert_eq!(up.route(), Route::Retry);
-        // No stream comes: memory only once the grace ran out, within the patience.
-        let started = Instant::now();
         assert_eq!(
-            up.route_within(Duration::from_secs(5)).await,
-            Route::MemoryOnly
+            up.route_within(Duration::from_millis(300)).await,
+            Route::Retry,
+            "a fleet replica waits and retries"
         );
-        assert!(started.elapsed() < Duration::from_secs(1));
-        // A stream that comes during the grace takes the hold.
-        let up = std::sync::Arc::new(Uplink::default());
-        up.expect_stream_for(Duration::from_secs(30));
+        // A stream that comes while the hold waits takes it.
         let later = tokio::spawn({
             let up = up.clone();
             async move {
@@ -273,13 +265,9 @@ mod tests {
             Route::Durable
         );
         drop(later.await);
-        // Patience shorter than the grace: retried.
-        let up = Uplink::default();
-        up.expect_stream_for(Duration::from_secs(30));
-        assert_eq!(
-            up.route_within(Duration::from_millis(50)).await,
-            Route::Retry
-        );
+        let alone = Uplink::default();
+        alone.set_standalone(true);
+        assert_eq!(alone.route(), Route::MemoryOnly);
     }
 
     #[tokio::test]
@@ -291,7 +279,7 @@ mod tests {
                 .await,
             Err(UplinkError::NoStream)
         );
-        assert_eq!(up.route(), Route::MemoryOnly);
+        assert_eq!(up.route(), Route::Retry);
         let (old_tx, mut old_rx) = mpsc::channel(8);
         let (new_tx, mut new_rx) = mpsc::channel(8);
         up.register(3, old_tx);

@@ -102,6 +102,8 @@ async fn managed_identity_run(user_assigned: bool) {
             &format!("127.0.0.1:{admin}"),
         ])
         .args(["--poll-interval", "50ms", "--log-format", "json"])
+        // Used alone: the tool hold is kept in memory.
+        .arg("--standalone")
         .env("IDENTITY_ENDPOINT", sim.identity_endpoint())
         .env("IDENTITY_HEADER", sim.identity_header())
         .env_remove("AZURE_CLIENT_ID")
@@ -203,6 +205,7 @@ async fn workload_identity_reads_the_projected_token_file() {
         "127.0.0.1:0",
         "--poll-interval",
         "50ms",
+        "--standalone",
     ])
     .unwrap();
     let running = actuator_svc::runtime::start(args, EnvOverrides::default())

@@ -139,11 +139,12 @@ pub struct Args {
     /// nodes waiting on it, with a metric; tracking goes on.
     #[arg(long, env = "ACTUATOR_OPERATION_SLOW_AFTER", default_value = "60s", value_parser = parse_duration)]
     pub operation_slow_after: Duration,
-    /// After start, how long a tool hold with no signal-svc stream yet waits for the first
-    /// stream (or is refused as retryable) instead of being kept in this replica's memory
-    /// only; 0s for an actuator used without signal-svc.
-    #[arg(long, env = "ACTUATOR_FIRST_STREAM_GRACE", default_value = "15s", value_parser = parse_duration)]
-    pub first_stream_grace: Duration,
+    /// The actuator is used without signal-svc: a tool hold is kept in this replica's memory
+    /// (every answer says so). Without it (a fleet), a hold with no signal-svc stream waits
+    /// for one and is refused as retryable: never kept where no other replica sees it, since
+    /// it would make this replica write load balancers another one owns.
+    #[arg(long, env = "ACTUATOR_STANDALONE")]
+    pub standalone: bool,
     /// How often pools are re-read and drifted entries repaired.
     #[arg(long, env = "ACTUATOR_SELF_HEAL_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub self_heal_interval: Duration,

@@ -123,8 +123,7 @@ pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
         "--identity",
         "test-actuator",
         // Most tests use the actuator alone: a tool hold is kept in memory at once.
-        "--first-stream-grace",
-        "0s",
+        "--standalone",
     ]
     .iter()
     .map(|s| s.to_string())
