@@ -4,6 +4,7 @@
 //!
 //!     cargo run --release -p cutover-e2e --bin chaos_soak -- --minutes 10 --seed 1
 //!     cargo run --release -p cutover-e2e --bin chaos_soak -- --smoke     # ~100 s, fast ARM
+//!     cargo run --release -p cutover-e2e --bin chaos_soak -- --minutes 10 --signals 1  # one signal-svc
 
 use clap::Parser;
 use cutover_e2e::chaos::{self, SoakOptions};
@@ -32,6 +33,10 @@ struct Cli {
     /// timings are measured to tolerate).
     #[arg(long, default_value_t = 2000)]
     max_latency_ms: u64,
+    /// signal-svc replicas: 2, or 1 for the single-replica configuration (no standby: a
+    /// leader that loses its Lease can only re-take it).
+    #[arg(long, default_value_t = 2)]
+    signals: usize,
     /// Where logs go (default: target/chaos-soak/<time>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -59,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
         fast: cli.smoke,
         max_latency_ms: cli.max_latency_ms,
         run_dir,
+        signals: cli.signals,
     };
     eprintln!("chaos soak: logs in {}", options.run_dir.display());
     let report = chaos::run(&options).await?;

@@ -136,6 +136,19 @@ impl Drivers {
                     .sim()
                     .fail_next(FailRule::new(status, fault.param as u32).path_prefix(path));
             }
+            FaultKind::LeaseOutage => {
+                stack.kube.sim().fail_next(
+                    FailRule::new(503, u32::MAX).path_prefix("/apis/coordination.k8s.io"),
+                );
+                // The standby stopped through the outage (with one replica, nobody).
+                let n = stack.signals.len();
+                if n > 1 {
+                    let leader = lead.leader.lock().unwrap_or(0);
+                    let i = (leader + 1) % n;
+                    signal(&mut stack.signals[i], FaultKind::SignalStop).await;
+                    process = Some((true, i));
+                }
+            }
             FaultKind::WatchDrop => stack.kube.sim().close_watches(),
             FaultKind::WatchExpired => {
                 stack.kube.sim().compact();
@@ -237,6 +250,14 @@ impl Drivers {
         let run_dir = stack.options.run_dir.clone();
         match (running.fault.kind, running.process) {
             (FaultKind::KubeLatency, _) => stack.kube.sim().set_latency(Duration::ZERO),
+            (FaultKind::LeaseOutage, process) => {
+                stack.kube.sim().clear_failures();
+                if let Some((sig, i)) = process
+                    && let Some(p) = service(stack, sig, i).proc.as_ref()
+                {
+                    p.signal("CONT").await;
+                }
+            }
             (FaultKind::SignalStop | FaultKind::ActuatorStop, Some((sig, i))) => {
                 let service = service(stack, sig, i);
                 if let Some(p) = service.proc.as_ref() {

@@ -35,6 +35,8 @@ pub struct SoakOptions {
     /// timings are measured to tolerate, README "Leadership timings").
     pub max_latency_ms: u64,
     pub run_dir: PathBuf,
+    /// signal-svc replicas: 2 (leader and standby) or 1 (`deploy/overlays/single-replica`).
+    pub signals: usize,
 }
 
 /// The actuator's self-heal interval in the smoke (deploy/'s 30 s in the soak).
@@ -75,6 +77,7 @@ fn stack_options(o: &SoakOptions) -> StackOptions {
     };
     // kube-sim: the faults are injected there.
     s.kube = KubeKind::Sim;
+    s.signals = o.signals.max(1);
     s
 }
 

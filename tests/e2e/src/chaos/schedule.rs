@@ -93,10 +93,15 @@ pub enum FaultKind {
     /// An internal load balancer deleted (cloud-provider-azure, its last internal Service
     /// gone) and created again after the fault's length with no admin state on any entry.
     LbRemoved,
+    /// Every Lease call fails (503) for the fault's length while the standby signal-svc is
+    /// stopped (it cannot win): an API server restart, an etcd leader change or throttling
+    /// of the Lease alone. The leader re-takes its own record under the same epoch, the path
+    /// that lost cuts silently (issue 26, N1).
+    LeaseOutage,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::KubeLatency,
         FaultKind::KubeFailures,
         FaultKind::WatchDrop,
@@ -114,6 +119,7 @@ impl FaultKind {
         FaultKind::OutsideDown,
         FaultKind::OutsideNone,
         FaultKind::LbRemoved,
+        FaultKind::LeaseOutage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -135,6 +141,7 @@ impl FaultKind {
             FaultKind::OutsideDown => "outside write Down",
             FaultKind::OutsideNone => "outside write None",
             FaultKind::LbRemoved => "LB removed, re-created",
+            FaultKind::LeaseOutage => "Lease outage, standby stopped",
         }
     }
 
@@ -144,7 +151,8 @@ impl FaultKind {
             | FaultKind::KubeFailures
             | FaultKind::WatchDrop
             | FaultKind::WatchExpired
-            | FaultKind::LeaseDeleted => Lane::Kube,
+            | FaultKind::LeaseDeleted
+            | FaultKind::LeaseOutage => Lane::Kube,
             FaultKind::SignalKill
             | FaultKind::SignalTerm
             | FaultKind::SignalStop
@@ -341,6 +349,8 @@ fn draw(rng: &mut Rng, plan: &Plan, kind: FaultKind, at: Duration) -> Fault {
             fault.target = rng.below(plan.actuators);
         }
         FaultKind::ActuatorRestart => fault.target = rng.below(plan.actuators),
+        // Longer than the renew deadline, shorter than what lets a standby win anyway.
+        FaultKind::LeaseOutage => fault.length = rng.between(secs(4), secs(9)),
         FaultKind::ArmThrottle => fault.length = rng.between(plan.storm.0, plan.storm.1),
         FaultKind::ArmOutage => fault.length = rng.between(plan.outage.0, plan.outage.1),
         FaultKind::ArmFailedOps => fault.param = 1 + rng.next_u64() % 3,

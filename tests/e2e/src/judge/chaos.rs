@@ -142,6 +142,10 @@ pub fn cost(b: &Bounds, f: &Active, t: Timestamp, allow: SignedDuration) -> Sign
         }
         FaultKind::ActuatorRestart => edge(f.start, ms(b.actuator_failover_ms)),
         FaultKind::OutsideDown | FaultKind::OutsideNone => SignedDuration::ZERO,
+        // Writes pause from the renew deadline to the first renewal after the outage; a
+        // leadership lost meanwhile costs a fail-over (the standby is stopped: the same
+        // process re-takes its record). Cuts are not lost: each still comes within this.
+        FaultKind::LeaseOutage => span(ms(b.signal_failover_ms)),
         FaultKind::LbRemoved => {
             // Nothing can be written on it while it is gone; once it is back, the next
             // self-heal read (or the writer's retry after its backoff) writes it again.
@@ -497,6 +501,9 @@ pub fn leader_flaps(epochs: &[(Timestamp, u64)], faults: &[Active], b: &Bounds) 
                 *at >= f.start && *at <= f.start + bound
             }
             FaultKind::SignalStop => *at >= f.start && *at <= f.end + bound,
+            // Past the lease duration the leader lets go and takes a new epoch (N1's fix:
+            // versions go on either way).
+            FaultKind::LeaseOutage => *at >= f.start && *at <= f.end + bound,
             _ => false,
         };
         match (0..faults.len()).find(|&k| !used[k] && explains(&faults[k])) {
