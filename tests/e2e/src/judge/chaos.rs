@@ -5,7 +5,8 @@
 //! - **end state**: exact ([`super::end_state_problems`]).
 //! - **changed twice**: in one transition of a node (from one intent to the next) each entry
 //!   changes at most once, plus one repair per outside write on it, plus the completion of the
-//!   previous transition's write if that was still in flight.
+//!   previous transition's write if that was still in flight (a repair of an outside write
+//!   made just before the transition included).
 //! - **late**: every transition effective within its [`allowance`]: the floor plus what the
 //!   faults active during it may cost by design. A restore that is late is reported as
 //!   **left down** (a healthy node's entries Down), as is an outside `Down` on a healthy node
@@ -402,10 +403,18 @@ pub fn changed_twice(i: &Inputs<'_>) -> Vec<Violation> {
             let own = usize::from(intent.is_some()) + usize::from(carry);
             for e in &entries {
                 let log = changes.get(e).map_or(&[][..], Vec::as_slice);
+                // The entry's last change before the window was an outside one (a reset, an
+                // LB re-created without admin states): its repair, written in the previous
+                // transition, may complete in this one.
+                let repair_carry = log
+                    .iter()
+                    .rev()
+                    .find(|c| c.time < *from)
+                    .is_some_and(|c| c.outside);
                 let in_window = log.iter().filter(|c| c.time >= *from && c.time < until);
                 let (outside, ours): (Vec<&Change>, Vec<&Change>) =
                     in_window.partition(|c| c.outside);
-                if ours.len() > own + outside.len() {
+                if ours.len() > own + usize::from(repair_carry) + outside.len() {
                     out.push(Violation {
                         rule: Rule::ChangedTwice,
                         text: format!(
@@ -750,6 +759,51 @@ mod tests {
         let end = end_views(&c, &[]);
         let v = run(&c, &log2, &[], &[], &[], &end, &b);
         assert_eq!(rules(&v), [Rule::ChangedTwice; 4], "{:?}", v.violations);
+    }
+
+    /// Seen in a 10-minute soak: an LB re-created without admin states under a Down node;
+    /// the repair (Down) was written just before the node turned None and completed after,
+    /// then the restore. Two changes by cutover in the None transition, both right; a third
+    /// would still be a flap.
+    #[test]
+    fn a_repair_in_flight_across_a_transition_is_not_a_flap() {
+        let c = aks_fixture::preset("aks").unwrap();
+        let n = c.nodes[0].name.clone();
+        let b = bounds();
+        let mut log = node_change(&c, &n, 2000, State::Down);
+        let mut reset = log[0].clone();
+        reset.time = at(50_000);
+        reset.state = State::None;
+        reset.outside = true;
+        let mut repair = reset.clone();
+        repair.time = at(60_500);
+        repair.state = State::Down;
+        repair.outside = false;
+        let mut restore = repair.clone();
+        restore.time = at(62_000);
+        restore.state = State::None;
+        let mut rest = node_change(&c, &n, 62_000, State::None);
+        rest.retain(|x| (&x.lb, &x.pool, &x.target) != (&reset.lb, &reset.pool, &reset.target));
+        log.extend([reset, repair, restore.clone()]);
+        log.extend(rest);
+        let intents = [intent(&n, 0, State::Down), intent(&n, 60_000, State::None)];
+        let end = end_views(&c, &[]);
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        let mut again = restore;
+        again.time = at(62_200);
+        again.state = State::Down;
+        let mut back = again.clone();
+        back.time = at(62_400);
+        back.state = State::None;
+        log.extend([again, back]);
+        log.sort_by_key(|x| x.time);
+        let v = run(&c, &log, &intents, &[], &[], &end, &b);
+        assert!(
+            rules(&v).contains(&Rule::ChangedTwice),
+            "{:?}",
+            v.violations
+        );
     }
 
     #[test]
