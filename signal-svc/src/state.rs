@@ -390,7 +390,10 @@ mod tests {
             .expect("monotonic clock past 11 s");
         s.node_list.send_modify(|l| l.done_at = Some(old));
         s.want_fresh_node_list();
-        assert!(!synced_within(&s, 50).await, "an old list must be redone first");
+        assert!(
+            !synced_within(&s, 50).await,
+            "an old list must be redone first"
+        );
         // The watch was asked for a new list...
         assert!(
             tokio::time::timeout(Duration::from_millis(50), s.relist_requested())
