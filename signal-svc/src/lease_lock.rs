@@ -176,6 +176,11 @@ impl LeaseLock {
             .await
             .map_err(|e| self.api_err(e))?;
         let Some(lease) = current else {
+            // A standby waits out a deleted Lease's possible holder (see `may_create`); the
+            // holder itself re-creates it at once under its epoch.
+            if epochs.mine.is_none() && !self.observer.may_create(Instant::now(), self.duration) {
+                return Ok(Step::NotLeading);
+            }
             return self.create(&epochs).await;
         };
         let rec = record(&lease);

@@ -121,6 +121,19 @@ impl Observer {
         }
     }
 
+    /// The Lease is absent. A candidate that has seen it before may create it only once it
+    /// stayed absent for `duration` by its own clock: it was deleted, and its holder may still
+    /// be within its term (it re-creates it under its own epoch at its next renewal); creating
+    /// it at once made two leaders write side by side until that renewal failed. One that never
+    /// saw a Lease (a new installation) creates it at once.
+    pub fn may_create(&mut self, now: Instant, duration: Duration) -> bool {
+        if self.last.is_none() {
+            return true;
+        }
+        self.observe(&LeaseRecord::default(), now);
+        self.expired(now, duration)
+    }
+
     /// True when the record has not changed for its lease duration (or `fallback`).
     pub fn expired(&self, now: Instant, fallback: Duration) -> bool {
         match &self.last {
@@ -141,6 +154,27 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seen in a 10-minute soak: the Lease deleted, the standby created it at once and led
+    /// while the leader, still within its renew deadline, wrote too (215 ms of two leaders
+    /// writing drain-gate conditions). A deleted Lease is now taken only after it stayed
+    /// absent for the lease duration; a new installation's first Lease at once.
+    #[test]
+    fn a_deleted_lease_is_created_by_a_standby_only_after_the_lease_duration() {
+        let d = Duration::from_secs(4);
+        let t0 = Instant::now();
+        let mut fresh = Observer::default();
+        assert!(
+            fresh.may_create(t0, d),
+            "nothing ever seen: a new installation"
+        );
+        let mut o = Observer::default();
+        o.observe(&rec(Some("leader"), 7, "r1"), t0);
+        let gone = t0 + Duration::from_secs(1);
+        assert!(!o.may_create(gone, d));
+        assert!(!o.may_create(gone + Duration::from_millis(3900), d));
+        assert!(o.may_create(gone + d, d));
+    }
 
     fn rec(holder: Option<&str>, transitions: i32, renew: &str) -> LeaseRecord {
         LeaseRecord {
