@@ -194,6 +194,8 @@ async fn mass(strategy: &str) -> (usize, f64, f64) {
         cluster_name: "kubernetes".into(),
         sender_identity: "bench".into(),
         leader_epoch: 1,
+        // One fake signal-svc process throughout.
+        incarnation: 1,
     };
     tx.send(SignalMessage {
         kind: Some(signal_message::Kind::Hello(hello)),

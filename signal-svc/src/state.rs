@@ -55,6 +55,8 @@ pub struct Shared {
     pub core: Mutex<Core>,
     pub metrics: Metrics,
     pub identity: String,
+    /// Drawn at start: tells actuators which process an epoch belongs to (`Hello`).
+    incarnation: u64,
     pub dry_run: bool,
     notifies: Mutex<HashMap<String, Arc<Notify>>>,
     streams_ready: Mutex<HashSet<String>>,
@@ -100,6 +102,8 @@ impl Shared {
             core: Mutex::new(core),
             metrics: Metrics::new(),
             identity,
+            // Never 0 (0 means "not sent" to an actuator).
+            incarnation: rand::random::<u64>().max(1),
             dry_run,
             notifies: Mutex::default(),
             streams_ready: Mutex::default(),
@@ -270,6 +274,11 @@ impl Shared {
     /// Re-queues a taint request (after a transient failure).
     pub fn requeue_taint(&self, req: TaintRequest) {
         let _ = self.taint_tx.send(req);
+    }
+
+    /// This process's incarnation (see `Hello.incarnation`).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The node watch completed a full list.

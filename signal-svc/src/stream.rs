@@ -288,6 +288,7 @@ async fn connection(
         cluster_name: cfg.cluster_name.clone(),
         sender_identity: cfg.identity.clone(),
         leader_epoch: epoch,
+        incarnation: shared.incarnation(),
     };
     tx.send(msg(Kind::Hello(hello)))
         .await

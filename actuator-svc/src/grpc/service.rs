@@ -90,9 +90,14 @@ async fn serve_stream(
         .await;
     }
     let epoch = hello.leader_epoch;
-    if let Err(newer) = svc.store.accept_epoch(epoch) {
+    if let Err(newer) = svc.store.accept_epoch(epoch, hello.incarnation) {
+        let why = if newer == epoch {
+            "is the accepted leader epoch of another signal-svc process; raise it above the accepted leader epoch"
+        } else {
+            "is older than the accepted leader epoch"
+        };
         return refuse(stale_epoch(
-            format!("hello.leader_epoch: {epoch} is older than the accepted leader epoch {newer}"),
+            format!("hello.leader_epoch: {epoch} {why} {newer}"),
             newer,
         ))
         .await;

@@ -333,8 +333,8 @@ impl Store {
     // ---- desired states --------------------------------------------------------------------
 
     /// Accepts a leader epoch from a stream's Hello unless a newer one was seen.
-    pub fn accept_epoch(&self, epoch: u64) -> Result<(), u64> {
-        self.inner.lock().table.accept_epoch(epoch)
+    pub fn accept_epoch(&self, epoch: u64, incarnation: u64) -> Result<(), u64> {
+        self.inner.lock().table.accept_epoch(epoch, incarnation)
     }
 
     /// The newest accepted leader epoch.

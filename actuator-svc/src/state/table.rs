@@ -45,17 +45,31 @@ pub(super) struct Table {
     /// Newest stream version per node UID, kept after Forget so late messages stay dropped.
     stream_versions: HashMap<String, Version>,
     max_epoch: u64,
+    /// The incarnation of the signal-svc process that first sent `max_epoch` (0: unknown).
+    epoch_owner: u64,
     tool_seq: u64,
     order: u64,
 }
 
 impl Table {
-    /// Accepts a leader epoch unless a newer one was seen (`Err`: the newest).
-    pub(super) fn accept_epoch(&mut self, epoch: u64) -> Result<(), u64> {
+    /// Accepts a leader epoch unless a newer one was seen, or this one from another process
+    /// (`incarnation`, 0 when unknown): `Err` carries the newest, to raise above.
+    pub(super) fn accept_epoch(&mut self, epoch: u64, incarnation: u64) -> Result<(), u64> {
         if epoch < self.max_epoch {
             return Err(self.max_epoch);
         }
+        if epoch == self.max_epoch {
+            match self.epoch_owner {
+                0 => self.epoch_owner = incarnation,
+                owner if incarnation != 0 && owner != incarnation => {
+                    return Err(self.max_epoch);
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
         self.max_epoch = epoch;
+        self.epoch_owner = incarnation;
         Ok(())
     }
 

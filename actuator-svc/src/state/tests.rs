@@ -138,9 +138,18 @@ fn snapshot_end_drops_unmentioned_stream_nodes_only() {
 #[test]
 fn stale_leader_epochs_are_refused() {
     let s = mk_store();
-    assert!(s.accept_epoch(3).is_ok());
-    assert!(s.accept_epoch(3).is_ok(), "same leader reconnecting");
-    assert_eq!(s.accept_epoch(2), Err(3));
+    assert!(s.accept_epoch(3, 77).is_ok());
+    assert!(s.accept_epoch(3, 77).is_ok(), "same leader reconnecting");
+    assert_eq!(s.accept_epoch(2, 77), Err(3));
+    // The Lease deleted and created again by a process that never saw it: the same epoch
+    // from another process is refused like an older one (its versions would restart at 1).
+    assert_eq!(s.accept_epoch(3, 91), Err(3));
+    assert!(s.accept_epoch(4, 91).is_ok(), "raised above: accepted");
+    assert_eq!(
+        s.accept_epoch(4, 0),
+        Ok(()),
+        "an unknown incarnation is not refused"
+    );
 }
 
 #[test]

@@ -351,6 +351,8 @@ pub async fn open_stream(
         cluster_name: "kubernetes".into(),
         sender_identity: "test".into(),
         leader_epoch: epoch,
+        // One fake signal-svc process throughout.
+        incarnation: 1,
     })))
     .await
     .unwrap();

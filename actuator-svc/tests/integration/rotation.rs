@@ -143,6 +143,8 @@ async fn rotated_server_cert_and_ca_reach_new_connections_while_a_stream_keeps_f
         cluster_name: "kubernetes".into(),
         sender_identity: "signal-0".into(),
         leader_epoch: 1,
+        // One fake signal-svc process throughout.
+        incarnation: 1,
     })))
     .await
     .unwrap();

@@ -117,6 +117,8 @@ async fn mtls_refuses_strangers_and_separates_signal_from_tools() {
             cluster_name: "kubernetes".into(),
             sender_identity: "s".into(),
             leader_epoch: 1,
+            // One fake signal-svc process throughout.
+            incarnation: 1,
         })),
     };
     let mut s = signal

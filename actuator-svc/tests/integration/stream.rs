@@ -12,6 +12,8 @@ fn hello(epoch: u64) -> SignalMessage {
             cluster_name: "kubernetes".into(),
             sender_identity: "signal-0".into(),
             leader_epoch: epoch,
+            // One fake signal-svc process throughout.
+            incarnation: 1,
         })),
     }
 }
@@ -248,6 +250,24 @@ async fn protocol_violations_and_deposed_leaders_are_refused() {
     let e = next(&mut inbound).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("leader_epoch"), "{}", e.message());
+
+    // The Lease deleted and created again by a signal-svc process that never saw it: the
+    // accepted epoch 6 from another process is refused too, naming 6 to raise above (its
+    // versions would restart at 1 and every one be dropped as stale).
+    let (tx, mut inbound) = open(&mut a).await;
+    let mut other = hello(6);
+    if let Some(signal_message::Kind::Hello(h)) = other.kind.as_mut() {
+        h.incarnation = 2;
+    }
+    tx.send(other).await.unwrap();
+    let e = next(&mut inbound).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert_eq!(
+        e.metadata()
+            .get("cutover-accepted-epoch")
+            .and_then(|v| v.to_str().ok()),
+        Some("6")
+    );
     assert_eq!(puts(&sim, "kubernetes"), 0, "nothing was written");
 }
 

@@ -193,6 +193,14 @@ pub struct Hello {
     /// recreated below it raises its epoch above that value instead of staying refused.
     #[prost(uint64, tag = "3")]
     pub leader_epoch: u64,
+    /// Drawn at random by each signal-svc process when it starts (0: not sent). One epoch
+    /// belongs to one process: a hello with the accepted epoch from another incarnation (the
+    /// Lease deleted and created again by a process that never saw it, reusing the epoch) is
+    /// refused like an older epoch, with the accepted one in `cutover-accepted-epoch`, so its
+    /// sender raises its epoch instead of restarting the versions of an epoch the actuator
+    /// holds (every one of them would be dropped as stale).
+    #[prost(uint64, tag = "4")]
+    pub incarnation: u64,
 }
 /// A batch of the snapshot. A snapshot may span several messages to keep each one small.
 #[allow(clippy::all)]

@@ -14,6 +14,9 @@
 //!   each, mirroring `leader.rs` and `stream.rs`). The whole services on a simulated network
 //!   (turmoil-style) are not here yet.
 //!
+//! Faults: freezes and crash-restarts of either service, Lease outages (the standby frozen
+//! through them), Lease blips and deletions, one-sided or two-sided partitions, slow streams.
+//!
 //! Invariants, checked at every tick:
 //! - **one writer**: at most one actuator may write a load balancer at any instant (bound
 //!   0 ms: the fences are exact in a simulation whose clocks run at one rate);
@@ -114,7 +117,7 @@ impl Rng {
 
 #[derive(Clone, Debug)]
 enum Down {
-    Hello { epoch: u64 },
+    Hello { epoch: u64, incarnation: u64 },
     State { node: usize, version: Version },
     Assign(Assignment),
 }
@@ -123,7 +126,8 @@ enum Down {
 enum Up {
     HelloAck,
     Renew(u64),
-    Refused,
+    /// The stream refused, naming the epoch the actuator accepted (0: none to raise above).
+    Refused(u64),
 }
 
 /// One stream between signal replica `s` and actuator `a` (at most one at a time).
@@ -150,6 +154,10 @@ struct SignalStream {
 
 struct Signal {
     name: String,
+    /// Drawn at each start (`Hello.incarnation`).
+    incarnation: u64,
+    /// The highest epoch an actuator reported having accepted (`Epochs::floor`).
+    floor: u64,
     up: bool,
     frozen_until: u64,
     observer: Observer,
@@ -166,11 +174,13 @@ struct Signal {
 }
 
 impl Signal {
-    fn new(i: usize, up: bool) -> Self {
+    fn new(i: usize, up: bool, incarnation: u64) -> Self {
         let mut dispatch = Dispatcher::new();
         dispatch.set_endpoints((0..ACTUATORS).map(endpoint).collect());
         Self {
             name: format!("signal-{i}"),
+            incarnation,
+            floor: 0,
             up,
             frozen_until: 0,
             observer: Observer::default(),
@@ -190,6 +200,8 @@ impl Signal {
 struct Actuator {
     frozen_until: u64,
     max_epoch: u64,
+    /// The incarnation that first sent `max_epoch` (mirrors the actuator's `Table`).
+    epoch_owner: u64,
     ownership: Ownership,
     /// Per signal replica: the stream's epoch and renewals.
     streams: Vec<Option<(u64, Renewals)>>,
@@ -202,6 +214,7 @@ impl Actuator {
         Self {
             frozen_until: 0,
             max_epoch: 0,
+            epoch_owner: 0,
             ownership: Ownership::default(),
             streams: (0..SIGNALS).map(|_| None).collect(),
             held: vec![None; NODES],
@@ -265,12 +278,13 @@ struct Sim {
 
 impl Sim {
     fn new(plan: Plan) -> Self {
+        let mut rng = Rng(plan.seed);
         let signals = (0..SIGNALS)
-            .map(|i| Signal::new(i, i == 0 || !plan.single_signal))
+            .map(|i| Signal::new(i, i == 0 || !plan.single_signal, rng.next() | 1))
             .collect();
         Self {
             plan,
-            rng: Rng(plan.seed),
+            rng,
             base: Instant::now(),
             now: 0,
             lease: None,
@@ -404,6 +418,10 @@ impl Sim {
                 }
                 self.fault("actuator crash and restart");
             }
+            9 if self.rng.chance(300) => {
+                self.lease = None;
+                self.fault("Lease deleted");
+            }
             _ => {
                 // A short API blip on every call of the Lease.
                 self.lease_down_until = self.now + self.rng.between(200, 1500);
@@ -417,7 +435,8 @@ impl Sim {
             self.break_link(s, a);
         }
         let keep_desired = self.signals[s].desired.clone();
-        self.signals[s] = Signal::new(s, true);
+        let incarnation = self.rng.next() | 1;
+        self.signals[s] = Signal::new(s, true, incarnation);
         // The cluster's truth survives the process (it is on the Nodes).
         self.signals[s].desired = keep_desired;
         for (n, d) in self.signals[s].desired.clone().into_iter().enumerate() {
@@ -450,10 +469,17 @@ impl Sim {
             let sig = &mut self.signals[s];
             let epochs = Epochs {
                 mine: sig.term.map(|t| t.epoch).or(sig.last_epoch),
-                floor: 0,
+                floor: sig.floor,
                 seen: sig.seen,
             };
             let decision = match &self.lease {
+                // A deleted Lease: its holder re-creates it at once, a standby only after
+                // the lease duration (`Observer::may_create`).
+                None if epochs.mine.is_none() && !sig.observer.may_create(sent, t.duration) => {
+                    Decision::Wait {
+                        holder: String::new(),
+                    }
+                }
                 None => Decision::Acquire {
                     transitions: epochs.create(),
                 },
@@ -593,7 +619,8 @@ impl Sim {
                     id: None,
                     renewed: 0,
                 });
-                self.send_down(s, a, Down::Hello { epoch });
+                let incarnation = self.signals[s].incarnation;
+                self.send_down(s, a, Down::Hello { epoch, incarnation });
                 let snapshot = self.signals[s].dispatch.snapshot(&endpoint(a));
                 for d in snapshot {
                     let node = node_index(&d);
@@ -654,7 +681,15 @@ impl Sim {
                             self.signals[s].assign.acked(id, seq, now_i);
                         }
                     }
-                    Up::Refused => self.close_signal_stream(s, a),
+                    Up::Refused(accepted) => {
+                        // Mirrors `Shared::report_accepted_epoch`: raise above it soon.
+                        let sig = &mut self.signals[s];
+                        sig.floor = sig.floor.max(accepted);
+                        if sig.leading.is_some_and(|e| accepted >= e) {
+                            sig.next_attempt = self.now;
+                        }
+                        self.close_signal_stream(s, a);
+                    }
                 }
             }
         }
@@ -699,10 +734,19 @@ impl Sim {
                 };
                 let act = &mut self.actuators[a];
                 match m {
-                    Down::Hello { epoch } => {
-                        if epoch < act.max_epoch {
-                            self.send_up(s, a, Up::Refused);
+                    Down::Hello { epoch, incarnation } => {
+                        let taken = epoch == act.max_epoch
+                            && act.epoch_owner != 0
+                            && act.epoch_owner != incarnation;
+                        if epoch < act.max_epoch || taken {
+                            // The whole stream is refused: nothing it sends is applied.
+                            act.streams[s] = None;
+                            let accepted = act.max_epoch;
+                            self.send_up(s, a, Up::Refused(accepted));
                             continue;
+                        }
+                        if epoch > act.max_epoch || act.epoch_owner == 0 {
+                            act.epoch_owner = incarnation;
                         }
                         act.max_epoch = epoch;
                         act.ownership.retire_before(epoch, now_i);
@@ -710,7 +754,15 @@ impl Sim {
                         self.send_up(s, a, Up::HelloAck);
                     }
                     Down::State { node, version } => {
+                        // Only an accepted stream's states are applied.
+                        if act.streams[s].is_none() {
+                            continue;
+                        }
                         if version.epoch < act.max_epoch {
+                            // A superseded stream ends, naming the newer epoch.
+                            let accepted = act.max_epoch;
+                            act.streams[s] = None;
+                            self.send_up(s, a, Up::Refused(accepted));
                             continue;
                         }
                         if let Some(held) = &act.held[node]
@@ -744,7 +796,7 @@ impl Sim {
                         let anchor = renewals.anchor(m.echo);
                         if act.ownership.accept(grant, anchor, now_i).is_err() {
                             act.streams[s] = None;
-                            self.send_up(s, a, Up::Refused);
+                            self.send_up(s, a, Up::Refused(0));
                             continue;
                         }
                         let seq = renewals.renew(now_i);

@@ -36,6 +36,7 @@ fn a_thousand_seeds_keep_one_writer_per_lb_versions_forward_and_settle() {
         "signal crash and restart",
         "actuator crash and restart",
         "lease blip",
+        "Lease deleted",
     ] {
         assert!(
             faults.get(kind).is_some_and(|n| *n > 100),

@@ -43,6 +43,8 @@ fn rpc() -> Vec<Vec<u8>> {
                     cluster_name: "kubernetes".into(),
                     sender_identity: "signal-0".into(),
                     leader_epoch: 3,
+                    // One fake signal-svc process throughout.
+                    incarnation: 1,
                 })),
             },
         ),
