@@ -6,9 +6,9 @@
 //! next write's base, against the same two as separate passes.
 #![allow(clippy::unwrap_used)] // benchmark harness: a failure should abort loudly
 
-use actuator_svc::arm::scan;
-use actuator_svc::arm::splice;
-use actuator_svc::index::LbIndex;
+use actuator_svc::lb::index::LbIndex;
+use actuator_svc::lb::scan;
+use actuator_svc::lb::splice;
 use arm_sim::seed::Seed;
 use std::time::{Duration, Instant};
 

@@ -17,6 +17,7 @@
 //! expire. A 401 from ARM makes [`Credential::invalidate`] drop the credential and its cache,
 //! so the next call asks AAD again (azure_core 1.x has no `clear_cache`).
 
+use crate::arm::TokenSource;
 use crate::arm::transport::Transport;
 use crate::config::azure_json::{self, CredentialChoice, EnvOverrides};
 use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
@@ -252,6 +253,21 @@ impl Credential {
         };
         *current = Some(built.clone());
         Ok(built)
+    }
+}
+
+/// The ARM client's token source (`arm::token`): the secret's text, errors as text.
+#[async_trait::async_trait]
+impl TokenSource for Credential {
+    async fn token(&self, scope: &str) -> Result<String, String> {
+        Credential::token(self, scope)
+            .await
+            .map(|t| t.token.secret().to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    fn invalidate(&self) {
+        Credential::invalidate(self)
     }
 }
 

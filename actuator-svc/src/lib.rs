@@ -1,39 +1,43 @@
 //! actuator-svc: sets the admin state of Azure Load Balancer backend entries through ARM.
 //!
-//! Data flow:
+//! Data flow, top to bottom as the tree reads:
 //! ```text
-//! signal-svc ──gRPC stream──▶ grpc::service ──offer──▶ state::Store ──notify──▶ writer (one per LB)
-//! tools ─────unary RPCs────▶      │                        ▲   results          │ plan.rs (pure) on cache.rs
-//!                                 ◀── NodeResults ─────────┘                    ▼
-//!                                                               arm::client (budget, retry) ──▶ ARM
+//! signal-svc ─gRPC stream─▶ grpc ─▶ inbound ──offer──▶ state::Store ──notify──▶ writer (one per LB)
+//! tools ──unary RPCs─────▶   │     (validate,              ▲  results             │ plan (pure) on plan::cache
+//!                            ◀──── NodeResults ────────────┘                      ▼
+//!                                  tools, holds)                    arm::client (budget, retry) ──▶ ARM
+//!                                                                    lb: the LB document as bytes (pure)
 //! ```
-//! - `config`: `azure.json` (cloud-provider-azure format) and flags; `credentials`: azure_identity 1.x.
-//! - `index` (pure): which entries of which pools belong to a node; `plan` (pure): the
-//!   coalesced entry changes of one write round.
-//! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy.
-//! - `holds`: tool holds relayed to signal-svc (stored on the Node, fleet-wide and durable).
-//! - `writer`: one task per load balancer; `state`: desired states, per-LB progress, results.
+//! Layers, each importing only from the ones below it (no `crate::` import runs back up):
+//! - `lb` (pure, imports nothing from the crate): scanning, reading and splicing LB documents,
+//!   ARM IDs, the pool index (which entries of which pools belong to a node); `identity`:
+//!   certificate identities; `config::azure_json`: `azure.json` in cloud-provider-azure's format.
+//! - `metrics`: the prometheus registry.
+//! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy, and the
+//!   `TokenSource` trait it takes its bearer tokens from.
+//! - `credentials`: azure_identity 1.x (implements `arm::TokenSource`); `plan` (pure): the
+//!   coalesced entry changes of one write round, with `cache` (pool indexes) and `guard`
+//!   (blast radius); `state`: desired states, per-LB progress, results, `ownership`, `uplink`.
+//! - `writer`: one task per load balancer; `inbound`: request validation, the tool RPCs,
+//!   durable holds relayed to signal-svc.
 //! - `grpc`: the `cutover.v1.Actuator` service with mTLS allow-lists; `admin`: `/live`,
-//!   `/ready`, `/metrics`; `runtime`: wiring and drain.
-//! - `preflight`: `--preflight`, a read-only report of what cutover would manage and what
-//!   blocks it (reads through the same client; classification is pure).
+//!   `/ready`, `/metrics`.
+//! - `config::cli` (flags), `preflight` (`--preflight`, a read-only report of what cutover
+//!   would manage and what blocks it; classification is pure), `runtime` (wiring and drain).
 
 pub mod admin;
 pub mod arm;
-pub mod cache;
+pub mod bootstrap;
 pub mod config;
 pub mod credentials;
 pub mod grpc;
-pub mod guard;
-pub mod holds;
-pub mod index;
+pub mod identity;
+pub mod inbound;
+pub mod lb;
 pub mod metrics;
-pub mod ownership;
 pub mod plan;
 pub mod preflight;
 pub mod runtime;
 pub mod state;
 pub mod tls_reload;
-pub mod tools;
-pub mod uplink;
 pub mod writer;

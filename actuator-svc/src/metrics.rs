@@ -344,10 +344,10 @@ impl Metrics {
     pub fn pools_not_written(
         &self,
         lb: &str,
-        before: &[crate::index::SkippedPool],
-        now: &[crate::index::SkippedPool],
+        before: &[crate::lb::index::SkippedPool],
+        now: &[crate::lb::index::SkippedPool],
     ) {
-        let key = |p: &crate::index::SkippedPool| {
+        let key = |p: &crate::lb::index::SkippedPool| {
             labels(&[
                 ("load_balancer", lb),
                 ("pool", &p.name),

@@ -1,21 +1,20 @@
 //! Wiring: config -> credential -> ARM client -> store + writers -> gRPC and admin servers, and
-//! the drain on shutdown. Everything is validated before any port is bound.
+//! the drain on shutdown. Everything is validated before any port is bound (steps 1 and 2,
+//! loading and the ARM client, are `bootstrap`'s, shared with `preflight`).
 
 use crate::admin;
 use crate::arm::ArmClient;
-use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits, ToolShare};
-use crate::arm::client::Scope;
-use crate::arm::transport::{self, Transport};
-use crate::cache::SharedCache;
-use crate::config::azure_json::{self, AzureConfig, EnvOverrides, PoolConfigType};
+use crate::arm::budget::{Limits, ToolShare};
+use crate::bootstrap;
+use crate::config::azure_json::{AzureConfig, EnvOverrides, PoolConfigType};
 use crate::config::cli::Args;
-use crate::credentials;
 use crate::grpc::{self, auth::AllowLists, service::ActuatorService};
-use crate::guard::Guard;
+use crate::inbound::tools::{ToolLimiter, UnknownNodes};
 use crate::metrics::Metrics;
+use crate::plan::cache::SharedCache;
+use crate::plan::guard::Guard;
 use crate::state::Store;
-use crate::tls_reload::{self, ServerTlsFiles, TlsReloader};
-use crate::tools::{ToolLimiter, UnknownNodes};
+use crate::tls_reload::{self, TlsReloader};
 use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
 use parking_lot::Mutex;
@@ -26,24 +25,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// The load balancers cutover manages: the cluster's (or `loadBalancerName`'s) public LB, or
-/// every multi-SLB configuration, each with its `-internal` twin.
-pub fn managed_lbs(cfg: &AzureConfig, cluster_name: &str) -> Vec<String> {
-    let bases: Vec<String> = if cfg.multi_slb.is_empty() {
-        vec![
-            cfg.load_balancer_name
-                .clone()
-                .unwrap_or_else(|| cluster_name.to_string()),
-        ]
-    } else {
-        cfg.multi_slb.clone()
-    };
-    bases
-        .iter()
-        .flat_map(|b| [b.clone(), format!("{b}-internal")])
-        .collect()
-}
 
 /// How often unconfirmed results are sent again (signal-svc confirms within a round trip).
 const RESEND_EVERY: Duration = Duration::from_secs(3);
@@ -79,11 +60,11 @@ impl Running {
 /// Loads the config and starts everything, as a list of steps: every input is validated
 /// before any port is bound.
 pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
-    let loaded = load(&args, &env)?;
+    let loaded = bootstrap::load(&args, &env)?;
     let metrics = Arc::new(Metrics::new());
-    let (arm, read) = arm_client(&args, &env, &loaded, metrics.clone())?;
+    let (arm, read) = bootstrap::arm_client(&args, &env, &loaded, metrics.clone())?;
     let writer_cfg = writer_config(&args)?;
-    let lbs = managed_lbs(&loaded.cfg, &args.cluster_name);
+    let lbs = bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let store = Arc::new(Store::new(&lbs, metrics.clone()));
     store.uplink().set_standalone(args.standalone);
     let cache = Arc::new(SharedCache::default());
@@ -122,117 +103,6 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     })
 }
 
-/// What the config files and flags say, validated.
-pub(crate) struct Loaded {
-    pub(crate) cfg: AzureConfig,
-    authority: url::Url,
-    /// The HTTPS client of every Azure call (tokens and ARM).
-    http: Transport,
-    tls: Option<Arc<TlsReloader>>,
-    lists: AllowLists,
-}
-
-/// Step 1: `azure.json`, the AAD authority, TLS files and allow-lists.
-pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
-    let text = std::fs::read_to_string(&args.cloud_config)
-        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let cfg = azure_json::parse(&text, &args.cluster_name, env)
-        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let authority = args
-        .authority()
-        .map_err(anyhow::Error::msg)
-        .context("--aad-authority")?;
-    let extra_roots = match &args.azure_ca_file {
-        Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
-        None => Vec::new(),
-    };
-    let http = Transport::new(&extra_roots).context("HTTPS client")?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(Arc::new(TlsReloader::load(ServerTlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: args.tls_client_ca.clone(),
-        })?)),
-        _ => None,
-    };
-    let lists = AllowLists {
-        client_auth: args.tls_client_ca.is_some(),
-        signal: args.signal_clients.clone(),
-        tool: args.tool_clients.clone(),
-    };
-    tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
-    Ok(Loaded {
-        cfg,
-        authority,
-        http,
-        tls,
-        lists,
-    })
-}
-
-/// Step 2: the credential and the ARM client with its one shared budget; returns the read
-/// limits too (the tools' share of reads is cut from them).
-pub(crate) fn arm_client(
-    args: &Args,
-    env: &EnvOverrides,
-    loaded: &Loaded,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<(ArmClient, Limits)> {
-    let (cfg, authority) = (&loaded.cfg, &loaded.authority);
-    // The bearer token goes over https only (plain http on loopback): refused at start-up.
-    crate::arm::client::endpoint_allowed(&args.arm_endpoint)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| format!("--arm-endpoint {}", args.arm_endpoint))?;
-    let http = loaded.http.clone();
-    let credential = credentials::build(
-        &cfg.credential,
-        &cfg.tenant_id,
-        authority,
-        http.clone(),
-        credentials::Sources {
-            reread_every: credentials::REREAD_EVERY,
-            cloud_config: Some(credentials::CloudConfigFile {
-                path: args.cloud_config.clone(),
-                cluster_name: args.cluster_name.clone(),
-                env: env.clone(),
-            }),
-        },
-    )?;
-    let (read, write) = match cfg.rate_limit {
-        Some(r) => (
-            Limits {
-                bucket: r.read_bucket,
-                qps: r.read_qps,
-            },
-            Limits {
-                bucket: r.write_bucket,
-                qps: r.write_qps,
-            },
-        ),
-        None => (DEFAULT_READ, DEFAULT_WRITE),
-    };
-    let budget = Arc::new(Mutex::new(Budget::new(
-        read,
-        write,
-        tokio::time::Instant::now(),
-    )));
-    let arm = ArmClient::new(
-        http,
-        credential,
-        Scope {
-            endpoint: args.arm_endpoint.clone(),
-            subscription_id: cfg.subscription_id.clone(),
-            lb_resource_group: cfg.load_balancer_resource_group.clone(),
-            node_resource_group: cfg.resource_group.clone(),
-        },
-        budget,
-        metrics,
-        args.arm_timeout,
-    )
-    .with_body_budget(args.lb_read_budget);
-    Ok((arm, read))
-}
-
 /// Step 3: the writers' settings.
 fn writer_config(args: &Args) -> anyhow::Result<WriterConfig> {
     Ok(WriterConfig {
@@ -248,7 +118,7 @@ fn writer_config(args: &Args) -> anyhow::Result<WriterConfig> {
         guard: Guard::new(args.max_down_share)
             .map_err(anyhow::Error::msg)
             .context("--max-down-share")?,
-        bases: Arc::new(crate::cache::BaseCache::new(args.base_cache_budget)),
+        bases: Arc::new(crate::plan::cache::BaseCache::new(args.base_cache_budget)),
         op_slow: args.operation_slow_after,
         ..WriterConfig::new(args.write_strategy)
     })
@@ -493,41 +363,5 @@ async fn nic_refresher(
             _ = cache.nic_refresh_requested() => tokio::time::sleep_until(earliest).await,
             _ = shutdown.changed() => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn managed_lbs_cover_internal_twins_and_multi_slb() {
-        let c = aks_fixture::preset("aks-multi-slb").unwrap();
-        let cfg = azure_json::parse(
-            &c.azure_json().to_string(),
-            "kubernetes",
-            &EnvOverrides::default(),
-        )
-        .unwrap();
-        assert_eq!(
-            managed_lbs(&cfg, "kubernetes"),
-            vec![
-                "kubernetes",
-                "kubernetes-internal",
-                "kubernetes-2",
-                "kubernetes-2-internal"
-            ]
-        );
-        let c = aks_fixture::preset("aks").unwrap();
-        let cfg = azure_json::parse(
-            &c.azure_json().to_string(),
-            "kubernetes",
-            &EnvOverrides::default(),
-        )
-        .unwrap();
-        assert_eq!(
-            managed_lbs(&cfg, "kubernetes"),
-            vec!["kubernetes", "kubernetes-internal"]
-        );
     }
 }

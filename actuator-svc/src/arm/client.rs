@@ -1,22 +1,22 @@
-//! A thin ARM client over the project's one hyper + rustls client ([`Transport`]) and an
-//! `azure_identity` 1.x credential ([`Credential`]).
+//! A thin ARM client over the project's one hyper + rustls client ([`Transport`]) and a
+//! [`TokenSource`] (in the service, `credentials`: an `azure_identity` 1.x credential).
 //!
 //! Why not `azure_mgmt_network`'s generated client: it cannot send `If-Match` and, with no
 //! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). We keep
 //! its *models* (NICs are typed through them) and build the five requests we need here: GET LB,
 //! PUT pool / PUT LB with `If-Match`, GET the `Azure-AsyncOperation` URL, LIST NICs (following
-//! `nextLink`). Load balancer documents stay raw bytes here (`arm::doc` reads and edits them
+//! `nextLink`). Load balancer documents stay raw bytes here (`lb::doc` reads and edits them
 //! without building JSON trees). Every call goes through the shared [`Budget`], is bounded by a
 //! timeout, records metrics and runs in a tracing span.
 
 use super::body::ChunkBody;
 use super::budget::{Budget, Class, Verdict};
 use super::error::{ArmError, Trace};
-use super::scan::{LbState, Scanner};
-use super::splice::Spliced;
+use super::token::TokenSource;
 use super::transport::{Transport, USER_AGENT};
-use crate::credentials::Credential;
-use crate::index::{self, NicMap};
+use crate::lb::index::{self, NicMap};
+use crate::lb::scan::{LbState, Scanner};
+use crate::lb::splice::Spliced;
 use crate::metrics::Metrics;
 use http::{HeaderMap, Method};
 use http_body_util::BodyExt;
@@ -70,7 +70,7 @@ pub struct Scope {
 #[derive(Clone)]
 pub struct ArmClient {
     http: Transport,
-    credential: Arc<Credential>,
+    credential: Arc<dyn TokenSource>,
     scope: Scope,
     budget: Arc<Mutex<Budget>>,
     metrics: Arc<Metrics>,
@@ -291,7 +291,7 @@ impl ArmClient {
     /// A client for `scope`, sharing `budget`.
     pub fn new(
         http: Transport,
-        credential: Arc<Credential>,
+        credential: Arc<dyn TokenSource>,
         scope: Scope,
         budget: Arc<Mutex<Budget>>,
         metrics: Arc<Metrics>,
@@ -375,11 +375,7 @@ impl ArmClient {
 
     /// Gets a token now (used for readiness and by every call).
     pub async fn token(&self) -> Result<String, ArmError> {
-        self.credential
-            .token(SCOPE)
-            .await
-            .map(|t| t.token.secret().to_string())
-            .map_err(|e| ArmError::Token(e.to_string()))
+        self.credential.token(SCOPE).await.map_err(ArmError::Token)
     }
 
     async fn wait_budget(&self, class: Class) {

@@ -1,16 +1,16 @@
 //! Azure Resource Manager: a thin client for the few Microsoft.Network calls we make, the
-//! shared request budget, retry policy and ID parsing.
+//! shared request budget, retry policy, errors, and the token source the client asks for a
+//! bearer token (`token`; `credentials` implements it). Load balancer documents stay bytes
+//! here: reading and editing them is `lb`'s job.
 
 pub mod body;
 pub mod budget;
 pub mod client;
-pub mod doc;
 pub mod error;
-pub mod ids;
 pub mod retry;
-pub mod scan;
-pub mod splice;
+pub mod token;
 pub mod transport;
 
 pub use client::{ArmClient, OpStatus, PutAccepted};
 pub use error::ArmError;
+pub use token::TokenSource;

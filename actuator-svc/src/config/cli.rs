@@ -44,7 +44,7 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{s:?} is not a number (e.g. 0.5)"))?;
-    crate::guard::Guard::new(v).map(|g| g.share())
+    crate::plan::guard::Guard::new(v).map(|g| g.share())
 }
 
 /// Parses a positive rate per second.
@@ -211,7 +211,7 @@ pub struct Args {
     /// The most of a pool's entries held Down at once (blast-radius guard): nodes over it are
     /// left to the health probe and reported (FAILED, will retry) until held nodes are
     /// restored; the first signalled are cut first. 1.0 lets every entry go Down.
-    #[arg(long, env = "ACTUATOR_MAX_DOWN_SHARE", default_value_t = crate::guard::DEFAULT_MAX_DOWN_SHARE, value_parser = parse_share)]
+    #[arg(long, env = "ACTUATOR_MAX_DOWN_SHARE", default_value_t = crate::plan::guard::DEFAULT_MAX_DOWN_SHARE, value_parser = parse_share)]
     pub max_down_share: f64,
     /// Tool RPCs (Set, Get, List) per second per client identity; more get RESOURCE_EXHAUSTED.
     #[arg(long, env = "ACTUATOR_TOOL_RATE", default_value_t = 10.0, value_parser = parse_rate)]

@@ -6,8 +6,8 @@
 pub mod auth;
 pub mod health;
 pub mod service;
-pub mod validate;
 
+use crate::inbound::validate;
 use crate::tls_reload::{self, TlsReloader};
 use cutover_proto::v1::actuator_server::ActuatorServer;
 use service::ActuatorService;

@@ -2,18 +2,18 @@
 //! validates the whole request (INVALID_ARGUMENT naming the field) before touching any state.
 
 use super::auth::{AllowLists, Role};
-use super::validate::{self, Desired};
 use crate::arm::ArmClient;
 use crate::arm::budget::{ToolShare, Verdict};
-use crate::cache::SharedCache;
-use crate::guard::Guard;
-use crate::holds;
-use crate::index::{Admin, NodeSpec};
-use crate::index::{LbIndex, PoolIndex};
+use crate::inbound::holds;
+use crate::inbound::tools::{Lookup, ToolLimiter, UnknownNodes, caller_identity};
+use crate::inbound::validate::{self, Desired};
+use crate::lb::index::{Admin, NodeSpec};
+use crate::lb::index::{LbIndex, PoolIndex};
 use crate::metrics::Metrics;
-use crate::ownership::{Grant, Renewals};
+use crate::plan::cache::SharedCache;
+use crate::plan::guard::Guard;
+use crate::state::ownership::{Grant, Renewals};
 use crate::state::{Offer, Source, Store, admin_to_proto, entry_ref};
-use crate::tools::{Lookup, ToolLimiter, UnknownNodes, caller_identity};
 use cutover_proto::v1::actuator_server::Actuator;
 use cutover_proto::v1::{
     ActuatorMessage, AdminState, GetNodeAdminStateRequest, GetNodeAdminStateResponse, HeldNode,
@@ -354,7 +354,7 @@ fn reached(r: &NodeResult, wait: WaitFor) -> bool {
 
 impl ActuatorService {
     /// A tool hold while a signal-svc stream is connected: relayed to the leader, stored on
-    /// the Node, then waited for as every replica sees it (see `holds`).
+    /// the Node, then waited for as every replica sees it (see `inbound::holds`).
     async fn set_durable(
         &self,
         mut w: holds::HoldWait,
@@ -746,7 +746,7 @@ impl Actuator for ActuatorService {
             }
         }
         // Entries of an LB whose operation runs are pending, not in the state they read.
-        let entries = crate::tools::answer::entries(&resolved.entries, &mut notes);
+        let entries = crate::inbound::tools::answer::entries(&resolved.entries, &mut notes);
         Ok(Response::new(GetNodeAdminStateResponse {
             entries,
             age: prost_types::Duration::try_from(age).ok(),
@@ -766,7 +766,7 @@ impl Actuator for ActuatorService {
         let (index, _) = self.cache.index(None);
         let mut nodes = Vec::new();
         for h in self.store.held() {
-            if h.desired != crate::index::Admin::Down {
+            if h.desired != crate::lb::index::Admin::Down {
                 continue;
             }
             let mut entries: Vec<_> = index

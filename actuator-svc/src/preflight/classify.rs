@@ -2,7 +2,7 @@
 //! and whether anything blocks a cut. Pure: facts in, a [`Report`] out.
 
 use super::facts::{LbDoc, LbFacts, LbRead, Owner, PoolFacts, Refusal};
-use crate::arm::doc::SkuClass;
+use crate::lb::doc::SkuClass;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

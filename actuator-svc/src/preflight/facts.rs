@@ -1,12 +1,12 @@
 //! What the preflight read, as plain data, and how a load balancer document becomes it. Pure.
 //!
-//! The entries come through the same streaming reader the pool index uses (`arm::doc`), so a
+//! The entries come through the same streaming reader the pool index uses (`lb::doc`), so a
 //! 5,000-node document is never held as a JSON tree; the LB's own facts (SKU, rules, NAT and
 //! outbound references) come from a small typed view that skips the entries.
 
-use crate::arm::doc::{self, EntryRef, EntrySink};
-use crate::arm::ids::{self, IpConfigOwner, VmRef};
-use crate::index::NicMap;
+use crate::lb::doc::{self, EntryRef, EntrySink};
+use crate::lb::ids::{self, IpConfigOwner, VmRef};
+use crate::lb::index::NicMap;
 use serde::Deserialize;
 use std::net::IpAddr;
 
@@ -202,7 +202,7 @@ impl EntrySink for Entries<'_> {
     }
 }
 
-/// Whom an entry belongs to: the index's ID rules (`arm::ids`), the NIC list for standalone NICs.
+/// Whom an entry belongs to: the index's ID rules (`lb::ids`), the NIC list for standalone NICs.
 fn owner_of(e: &EntryRef<'_>, nics: &NicMap) -> Owner {
     if let Some(ipc) = e.ip_configuration_id.filter(|s| !s.is_empty()) {
         return match ids::parse_ip_configuration_id(ipc) {
@@ -365,7 +365,7 @@ mod tests {
                     "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/gone/ipConfigurations/c"}}}
             ]}}]}})
         .to_string();
-        let nics = crate::index::nic_map(&[
+        let nics = crate::lb::index::nic_map(&[
             json!({"id": nic_id, "properties": {"virtualMachine": {"id":
             "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1"}}}),
         ]);

@@ -12,7 +12,7 @@ pub mod facts;
 use crate::arm::{ArmClient, ArmError, client::API_VERSION};
 use crate::config::azure_json::EnvOverrides;
 use crate::config::cli::Args;
-use crate::index::NicMap;
+use crate::lb::index::NicMap;
 use crate::metrics::Metrics;
 use classify::{NicsRead, Report, Survey};
 use facts::{LbFacts, LbRead, Refusal};
@@ -140,9 +140,9 @@ pub async fn survey(arm: &ArmClient, lbs: &[String]) -> Survey {
 /// the service does, reads, classifies. The caller prints [`Report::text`] and exits non-zero
 /// when [`Report::blocking`].
 pub async fn run(args: &Args, env: &EnvOverrides) -> anyhow::Result<Report> {
-    let loaded = crate::runtime::load(args, env)?;
-    let (arm, _) = crate::runtime::arm_client(args, env, &loaded, Arc::new(Metrics::new()))?;
-    let lbs = crate::runtime::managed_lbs(&loaded.cfg, &args.cluster_name);
+    let loaded = crate::bootstrap::load(args, env)?;
+    let (arm, _) = crate::bootstrap::arm_client(args, env, &loaded, Arc::new(Metrics::new()))?;
+    let lbs = crate::bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let survey = survey(&arm, &lbs).await;
     Ok(classify::classify(&survey))
 }

@@ -1,7 +1,7 @@
 //! What the store keeps per asserted node (`Held`) and the views it hands out.
 
 use super::lbset::LbSet;
-use crate::index::{Admin, IndexedEntry, NodeSpec};
+use crate::lb::index::{Admin, IndexedEntry, NodeSpec};
 use cutover_proto::v1::{AdminState, EntryRef, Hold, NodeRef, ResultPhase, Version};
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -10,25 +10,27 @@
 //!
 //! Parts, one job each: `table` (the desired states and their versions), `progress` (folding
 //! LB reports into phases), `fleet` (fleet-wide phases from signal-svc), `results` (result
-//! building and broadcast), `held` / `lbset` (the data they share). `Store` holds the locks
-//! and wakes the writers; one mutex guards table, ownership and fleet phases together.
+//! building and broadcast), `held` / `lbset` (the data they share), `ownership` (which LBs
+//! this replica writes; pure) and `uplink` (tool holds relayed up the streams). `Store` holds
+//! the locks and wakes the writers; one mutex guards table, ownership and fleet phases together.
 
 mod fleet;
 mod held;
 mod lbset;
+pub mod ownership;
 mod progress;
 mod results;
 mod table;
+pub mod uplink;
 
 pub use held::{Held, LbProgress, Offer, Source, TargetView, admin_to_proto, entry_ref};
 
-use crate::index::{Admin, NodeSpec};
+use crate::lb::index::{Admin, NodeSpec};
 use crate::metrics::Metrics;
-use crate::ownership::{Grant, Ownership, Refused};
-use crate::uplink::Uplink;
 use cutover_proto::v1::{Hold, NodeRef, NodeResult, ResultPhase, Version};
 use fleet::FleetPhases;
 use lbset::LbSet;
+use ownership::{Grant, Ownership, Refused};
 use parking_lot::Mutex;
 use results::{Results, result_of};
 use std::collections::{BTreeMap, HashSet};
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use table::{Instruction, Table};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
+use uplink::Uplink;
 
 #[derive(Default)]
 struct Inner {
@@ -81,7 +84,7 @@ impl Store {
         }
     }
 
-    /// The streams hold requests go up (see `holds`).
+    /// The streams hold requests go up (see `inbound::holds`).
     pub fn uplink(&self) -> &Uplink {
         &self.uplink
     }

@@ -10,7 +10,7 @@
 
 use super::held::{Held, LbProgress};
 use super::lbset::LbSet;
-use crate::index::Admin;
+use crate::lb::index::Admin;
 use crate::metrics::Metrics;
 use cutover_proto::v1::ResultPhase;
 
@@ -115,7 +115,7 @@ pub(super) fn restored_everywhere(h: &Held) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::index::{Admin, NodeSpec};
+    use crate::lb::index::{Admin, NodeSpec};
     use crate::metrics::Metrics;
     use crate::state::{LbProgress, Source, Store};
     use cutover_proto::v1::{NodeRef, NodeResult, ResultPhase, Version};

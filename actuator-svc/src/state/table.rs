@@ -3,7 +3,7 @@
 
 use super::held::{Held, LbProgress, Source};
 use super::lbset::LbSet;
-use crate::index::{Admin, NodeSpec};
+use crate::lb::index::{Admin, NodeSpec};
 use cutover_proto::VersionExt;
 use cutover_proto::v1::{Hold, NodeRef, ResultPhase, Version};
 use std::collections::{HashMap, HashSet};

@@ -1,6 +1,6 @@
 use super::lbset::LbSet;
 use super::*;
-use crate::index::IndexedEntry;
+use crate::lb::index::IndexedEntry;
 
 fn mk_store() -> Store {
     Store::new(

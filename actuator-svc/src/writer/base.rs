@@ -4,11 +4,11 @@
 
 use super::Writer;
 use crate::arm::ArmError;
-use crate::arm::doc::Provisioning;
-use crate::arm::scan;
-use crate::arm::splice;
-use crate::cache::KeptBase;
-use crate::index::LbIndex;
+use crate::lb::doc::Provisioning;
+use crate::lb::index::LbIndex;
+use crate::lb::scan;
+use crate::lb::splice;
+use crate::plan::cache::KeptBase;
 use bytes::Bytes;
 use tokio::time::Instant;
 

@@ -2,9 +2,9 @@
 //! spliced from the base's bytes, each followed by tracking its operation to the end.
 
 use super::{Writer, outcome};
-use crate::arm::doc::Provisioning;
-use crate::arm::splice;
 use crate::arm::{ArmError, PutAccepted};
+use crate::lb::doc::Provisioning;
+use crate::lb::splice;
 use crate::plan::{self, LbPlan};
 use crate::state::TargetView;
 use tokio::time::Instant;

@@ -1,12 +1,12 @@
 //! One writer task per load balancer: the only code of this replica that writes that LB, and
-//! it writes only while the replica owns the LB (`ownership`) or for tool requests.
+//! it writes only while the replica owns the LB (`state::ownership`) or for tool requests.
 //!
 //! A round, as a list of steps (this file runs them; each job has its own file):
 //! 1. **read** (`base`): GET the LB unless the last read is still a usable base;
 //! 2. **wait** (`track`): if an operation runs on it (ours, another replica's,
 //!    cloud-provider-azure's), read it until the operation ends (`completion` paces the
 //!    reads), then go on from that read;
-//! 3. **plan** (`plan.rs`, pure) the *current* asserted set against the read: everything that
+//! 3. **plan** (`plan`, pure) the *current* asserted set against the read: everything that
 //!    arrived while the last write was in flight coalesces into this one write;
 //! 4. **report** what needs no write (`outcome`);
 //! 5. **write** (`execute`): one PUT with `If-Match` spliced from the read, report ACCEPTED;
@@ -31,12 +31,12 @@ pub use track::InFlight;
 use base::Base;
 use execute::{WriteError, WriteIds};
 
-use crate::arm::doc::Provisioning;
 use crate::arm::retry::{Attempts, Next};
 use crate::arm::{ArmClient, ArmError, retry::Backoff};
-use crate::cache::{BaseCache, DEFAULT_BASE_BUDGET, SharedCache};
-use crate::guard::Guard;
+use crate::lb::doc::Provisioning;
 use crate::metrics::Metrics;
+use crate::plan::cache::{BaseCache, DEFAULT_BASE_BUDGET, SharedCache};
+use crate::plan::guard::Guard;
 use crate::plan::{self, LbPlan, Target};
 use crate::state::{Store, TargetView};
 use std::sync::Arc;

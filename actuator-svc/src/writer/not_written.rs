@@ -4,7 +4,7 @@
 //! that no known node claims. Nothing here changes what is written; it only tells.
 
 use super::Writer;
-use crate::index::{LbIndex, SkippedPool};
+use crate::lb::index::{LbIndex, SkippedPool};
 
 /// What was last reported for one LB.
 #[derive(Debug, Default)]

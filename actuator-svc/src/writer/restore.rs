@@ -5,7 +5,7 @@
 //! that match no known node are never touched.
 
 use super::Writer;
-use crate::index::Admin;
+use crate::lb::index::Admin;
 
 impl Writer {
     /// Re-asserts the known `None` of every node with an entry `Down` on this LB in the last

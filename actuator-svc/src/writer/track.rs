@@ -3,8 +3,8 @@
 
 use super::execute::WriteError;
 use super::{Writer, retry_wait};
-use crate::arm::doc::Provisioning;
 use crate::arm::{ArmError, PutAccepted, retry::Backoff};
+use crate::lb::doc::Provisioning;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -129,7 +129,7 @@ impl Writer {
         ours: &PutAccepted,
         changes: &std::collections::BTreeMap<
             String,
-            std::collections::BTreeMap<String, crate::index::Admin>,
+            std::collections::BTreeMap<String, crate::lb::index::Admin>,
         >,
     ) -> Result<(), WriteError> {
         let (index, _) = self.cache.index(Some(&self.lb));

@@ -3,7 +3,8 @@
 
 use crate::common::*;
 use actuator_svc::admin::ReadyFn;
-use actuator_svc::grpc::{health, validate};
+use actuator_svc::grpc::health;
+use actuator_svc::inbound::validate;
 use cutover_proto::v1::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -374,7 +374,7 @@ async fn a_reconnect_keeps_the_lbs_owned_and_writes_what_arrives_meanwhile() {
     drop((tx, rx));
     wait_until("the end of the stream seen", || {
         let store = store.clone();
-        async move { store.uplink().route() == actuator_svc::uplink::Route::Retry }
+        async move { store.uplink().route() == actuator_svc::state::uplink::Route::Retry }
     })
     .await;
 

@@ -108,7 +108,7 @@ async fn a_compact_base_is_kept_and_the_next_signal_writes_without_reading_first
     let key = store.find_lb("kubernetes").unwrap();
     let lb = store.lb(&key.sub, &key.rg, &key.lb).unwrap();
     let doc = bytes::Bytes::from(serde_json::to_vec(&lb.render(&key.sub, &key.rg)).unwrap());
-    let compact = actuator_svc::arm::splice::compact(&doc).unwrap();
+    let compact = actuator_svc::lb::splice::compact(&doc).unwrap();
     // A budget that keeps a base of at most half of it: the compact one, not the document.
     let budget = doc.len();
     assert!(

@@ -25,7 +25,7 @@
 //! - **liveness**: once faults stop, within the settle time every load balancer has exactly
 //!   one writer and every actuator holds every node's newest state.
 
-use actuator_svc::ownership::{Grant, Ownership, Renewals};
+use actuator_svc::state::ownership::{Grant, Ownership, Renewals};
 use cutover_proto::v1::{Assignment, Version};
 use signal_svc::domain::assign::{Assigner, StreamId};
 use signal_svc::domain::dispatch::Dispatcher;

@@ -955,9 +955,9 @@ fn registered_names() -> BTreeSet<String> {
     actuator.pools_not_written(
         "lb",
         &[],
-        &[actuator_svc::index::SkippedPool {
+        &[actuator_svc::lb::index::SkippedPool {
             name: "p".into(),
-            why: actuator_svc::index::NotWritten::NatOnly,
+            why: actuator_svc::lb::index::NotWritten::NatOnly,
             entries: 1,
         }],
     );

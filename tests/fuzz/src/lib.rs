@@ -11,10 +11,11 @@
 pub mod driver;
 pub mod seeds;
 
-use actuator_svc::arm::{error, ids, retry};
+use actuator_svc::arm::{error, retry};
 use actuator_svc::config::azure_json::{self, EnvOverrides};
-use actuator_svc::grpc::validate;
-use actuator_svc::index::{LbPools, NodeSpec, PoolIndex, nic_map};
+use actuator_svc::inbound::validate;
+use actuator_svc::lb::ids;
+use actuator_svc::lb::index::{LbPools, NodeSpec, PoolIndex, nic_map};
 use cutover_proto::v1::{
     GetNodeAdminStateRequest, ListHeldEntriesRequest, SetNodeAdminStateRequest, SignalMessage,
     WatchResultsRequest,

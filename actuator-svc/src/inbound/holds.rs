@@ -9,15 +9,15 @@
 //! (the actuator used alone) does a tool hold stay in this replica's memory, and the answers
 //! say so.
 //!
-//! The stream side lives in `uplink`; this module says what a hold request waits for.
+//! The stream side lives in `state::uplink`; this module says what a hold request waits for.
 
-use crate::index::{Admin, NodeSpec};
+use crate::lb::index::{Admin, NodeSpec};
 use crate::state::{Held, Store, admin_to_proto};
 use cutover_proto::v1::{HoldAck, NodeRef, NodeResult, ResultPhase, WaitFor};
 use tokio::time::Instant;
 use tonic::Status;
 
-pub use crate::uplink::{Route, Uplink, UplinkError};
+pub use crate::state::uplink::{Route, Uplink, UplinkError};
 
 /// The reason key of a durable hold in stream states (the Node annotation's name).
 pub const HOLD_KEY: &str = "cutover.io/hold";

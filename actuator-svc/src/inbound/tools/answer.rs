@@ -6,7 +6,7 @@
 //! load balancer, so that `cutoverctl wait` and any other reader of `GetNodeAdminState` never
 //! sees `Down` or `None` before the Node condition could.
 
-use crate::index::IndexedEntry;
+use crate::lb::index::IndexedEntry;
 use crate::state::entry_ref;
 use cutover_proto::v1::{AdminState, EntryRef};
 use std::collections::BTreeSet;
@@ -37,7 +37,7 @@ pub fn entries(resolved: &[IndexedEntry], notes: &mut Vec<String>) -> Vec<EntryR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Admin;
+    use crate::lb::index::Admin;
     use std::sync::Arc;
 
     fn entry(lb: &str, admin: Admin, settled: bool) -> IndexedEntry {

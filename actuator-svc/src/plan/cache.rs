@@ -3,7 +3,7 @@
 //!
 //! Readers get `Arc`s: answering a question never copies or rebuilds an index.
 
-use crate::index::{LbIndex, NicMap, PoolIndex};
+use crate::lb::index::{LbIndex, NicMap, PoolIndex};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -959,7 +959,8 @@ mod tests {
             assert!(small.len() <= original.len(), "seed {seed}");
             // Compacting in the index's scan (what a read does) gives the same base.
             let mut alongside = Compactor::new();
-            crate::index::LbIndex::read_also("lb", "/lb", &original, &mut alongside).unwrap();
+            super::super::index::LbIndex::read_also("lb", "/lb", &original, &mut alongside)
+                .unwrap();
             assert_eq!(alongside.finish(&original), small, "seed {seed}");
             assert_eq!(
                 whole_lb(&small, &changes).unwrap().to_vec(),

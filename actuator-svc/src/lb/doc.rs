@@ -4,10 +4,10 @@
 //! node and pool, each with its NIC reference). Parsing it into `serde_json::Value` costs
 //! several times that, and even a typed summary with every entry's name and ID as owned
 //! `String`s is ~10 MB more while the index interns them. So:
-//! - [`read_lb`] and [`read_pool_page`] stream the bytes through the scanner (`arm::scan`) and
+//! - [`read_lb`] and [`read_pool_page`] stream the bytes through the scanner (`lb::scan`) and
 //!   hand each backend entry, as borrowed text, to an [`EntrySink`] (the pool index, which
 //!   keeps a compact form); only pool-level facts are returned as owned values;
-//! - PUT bodies are spliced from the raw bytes (`arm::splice`), so a whole-LB PUT sends back
+//! - PUT bodies are spliced from the raw bytes (`lb::splice`), so a whole-LB PUT sends back
 //!   every rule, probe and frontend byte for byte.
 
 use super::scan::{self, Frame, Sink};

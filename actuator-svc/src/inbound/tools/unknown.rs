@@ -3,7 +3,7 @@
 //! (single flight); in between, such nodes are answered from the last re-read without any ARM
 //! call. A node that appears in the re-read is served normally.
 
-use crate::index::{NodeSpec, PoolIndex};
+use crate::lb::index::{NodeSpec, PoolIndex};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -87,7 +87,7 @@ impl UnknownNodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{LbPools, NicMap};
+    use crate::lb::index::{LbPools, NicMap};
     use serde_json::json;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! The pool index: which backend entries of which pools belong to a node. Pure.
 //!
 //! Built per load balancer from what ARM sends (a GET of the LB, or pool LIST pages, streamed
-//! by `arm::doc` entry by entry straight into the compact form, never kept as JSON), plus the
+//! by `lb::doc` entry by entry straight into the compact form, never kept as JSON), plus the
 //! NIC list of the node resource group for VMs whose NICs are standalone resources (VMSS
 //! Flex, availability sets). Matching rules (`design.md` section 5):
 //! - NIC-based entries: the ipConfiguration ID's VM equals the node's VM (providerID);
@@ -21,14 +21,14 @@
 //! [`LbIndex::skipped`] so they can be reported. Pools whose rules have no probe are indexed
 //! but flagged, so answers can say that `Down` has no effect there.
 
-use crate::arm::doc::{self, PoolUse, Provisioning, SkuClass};
-use crate::arm::ids::{self, IpConfigOwner, VmRef};
+use super::doc::{self, PoolUse, Provisioning, SkuClass};
+use super::ids::{self, IpConfigOwner, VmRef};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub use crate::arm::doc::Admin;
+pub use super::doc::Admin;
 
 /// The node as the actuator knows it (from the proto's `NodeRef`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -425,7 +425,7 @@ impl LbIndex {
         name: &str,
         id: &str,
         body: &[u8],
-        also: &mut impl crate::arm::scan::Sink,
+        also: &mut impl super::scan::Sink,
     ) -> Result<Self, doc::DocError> {
         let mut b = Builder::new();
         let head = doc::read_lb_also(body, &mut b, also)?;

@@ -3,7 +3,7 @@
 //! A 5,000-node load balancer is a ~16 MB document. Reading its `provisioningState` or
 //! editing a few `adminState`s must not cost a second copy of it plus a tree of it, so the
 //! documents are scanned once, byte by byte, and a [`Sink`] keeps only what it needs: the
-//! offsets of the values to change (the splicer, `arm::splice`) or two short strings (the
+//! offsets of the values to change (the splicer, `lb::splice`) or two short strings (the
 //! completion reads). Input may arrive in chunks of any size ([`Scanner::feed`]); offsets
 //! count from the first byte ever fed.
 

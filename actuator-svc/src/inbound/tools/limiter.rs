@@ -1,9 +1,9 @@
 //! Per-identity rate limit of the tool RPCs. The identity is the client certificate's first
-//! name as `grpc::auth` reads it (SAN DNS/URI, else CN); callers without a certificate (no
+//! name as `identity` reads it (SAN DNS/URI, else CN); callers without a certificate (no
 //! client authentication configured) share one bucket.
 
 use crate::arm::budget::Bucket;
-use crate::grpc::auth::identities;
+use crate::identity::identities;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::Duration;

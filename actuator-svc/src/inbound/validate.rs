@@ -6,8 +6,8 @@
 //! and a refusal never echoes more than [`ECHO_CHARS`] escaped characters of the bad value: a
 //! caller that sends a megabyte of escape sequences gets back a short, inert message.
 
-use crate::arm::ids::parse_provider_id;
-use crate::index::{Admin, NodeSpec};
+use crate::lb::ids::parse_provider_id;
+use crate::lb::index::{Admin, NodeSpec};
 use cutover_proto::v1::{
     AdminState, Forget, GetNodeAdminStateRequest, Hello, ListHeldEntriesRequest, NodeDesiredState,
     NodeRef, SetNodeAdminStateRequest, SignalMessage, Version, WaitFor, WatchResultsRequest,

@@ -1,13 +1,19 @@
 //! The coalescing plan: from every node currently asserted on one load balancer to the set of
-//! entry changes of one write round (`arm::doc` edits the LB document that carries it). Pure.
+//! entry changes of one write round (`lb::doc` edits the LB document that carries it). Pure.
+//!
+//! Beside it, what a plan is made from: `cache` (the last pool index read per LB, shared by
+//! the writers and the tool RPCs) and `guard` (the blast-radius limit it applies).
 //!
 //! The writer calls this with the *current* desired states at the start of each round, so any
 //! number of changes that arrived while the previous write was in flight collapse into one
 //! write (coalescing without a timer). Entries already in the desired state are left out
 //! (no-op writes are skipped); entries of nodes we do not assert are never touched.
 
-use crate::guard::{Candidate, Decision, Guard, PoolCount};
-use crate::index::{Admin, IndexedEntry, NodeSpec, PoolIndex, Resolved};
+pub mod cache;
+pub mod guard;
+
+use crate::lb::index::{Admin, IndexedEntry, NodeSpec, PoolIndex, Resolved};
+use guard::{Candidate, Decision, Guard, PoolCount};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -167,7 +173,7 @@ pub fn reads_as(current: Admin, desired: Admin) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{LbPools, NicMap};
+    use crate::lb::index::{LbPools, NicMap};
     use serde_json::json;
 
     fn mk_index() -> (PoolIndex, Vec<LbPools>) {

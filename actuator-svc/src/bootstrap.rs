@@ -1,0 +1,182 @@
+//! Start-up steps 1 and 2, shared by the service (`runtime`) and `--preflight`: the config
+//! files and flags loaded and validated, the credential and the ARM client with its one shared
+//! budget, and the load balancers cutover manages.
+
+use crate::arm::ArmClient;
+use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits};
+use crate::arm::client::Scope;
+use crate::arm::transport::{self, Transport};
+use crate::config::azure_json::{self, AzureConfig, EnvOverrides};
+use crate::config::cli::Args;
+use crate::credentials;
+use crate::grpc::auth::AllowLists;
+use crate::metrics::Metrics;
+use crate::tls_reload::{ServerTlsFiles, TlsReloader};
+use anyhow::Context;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// The load balancers cutover manages: the cluster's (or `loadBalancerName`'s) public LB, or
+/// every multi-SLB configuration, each with its `-internal` twin.
+pub fn managed_lbs(cfg: &AzureConfig, cluster_name: &str) -> Vec<String> {
+    let bases: Vec<String> = if cfg.multi_slb.is_empty() {
+        vec![
+            cfg.load_balancer_name
+                .clone()
+                .unwrap_or_else(|| cluster_name.to_string()),
+        ]
+    } else {
+        cfg.multi_slb.clone()
+    };
+    bases
+        .iter()
+        .flat_map(|b| [b.clone(), format!("{b}-internal")])
+        .collect()
+}
+
+/// What the config files and flags say, validated.
+pub(crate) struct Loaded {
+    pub(crate) cfg: AzureConfig,
+    authority: url::Url,
+    /// The HTTPS client of every Azure call (tokens and ARM).
+    http: Transport,
+    pub(crate) tls: Option<Arc<TlsReloader>>,
+    pub(crate) lists: AllowLists,
+}
+
+/// Step 1: `azure.json`, the AAD authority, TLS files and allow-lists.
+pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
+    let text = std::fs::read_to_string(&args.cloud_config)
+        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
+    let cfg = azure_json::parse(&text, &args.cluster_name, env)
+        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
+    let authority = args
+        .authority()
+        .map_err(anyhow::Error::msg)
+        .context("--aad-authority")?;
+    let extra_roots = match &args.azure_ca_file {
+        Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
+        None => Vec::new(),
+    };
+    let http = Transport::new(&extra_roots).context("HTTPS client")?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Arc::new(TlsReloader::load(ServerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        })?)),
+        _ => None,
+    };
+    let lists = AllowLists {
+        client_auth: args.tls_client_ca.is_some(),
+        signal: args.signal_clients.clone(),
+        tool: args.tool_clients.clone(),
+    };
+    tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
+    Ok(Loaded {
+        cfg,
+        authority,
+        http,
+        tls,
+        lists,
+    })
+}
+
+/// Step 2: the credential and the ARM client with its one shared budget; returns the read
+/// limits too (the tools' share of reads is cut from them).
+pub(crate) fn arm_client(
+    args: &Args,
+    env: &EnvOverrides,
+    loaded: &Loaded,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<(ArmClient, Limits)> {
+    let (cfg, authority) = (&loaded.cfg, &loaded.authority);
+    // The bearer token goes over https only (plain http on loopback): refused at start-up.
+    crate::arm::client::endpoint_allowed(&args.arm_endpoint)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("--arm-endpoint {}", args.arm_endpoint))?;
+    let http = loaded.http.clone();
+    let credential = credentials::build(
+        &cfg.credential,
+        &cfg.tenant_id,
+        authority,
+        http.clone(),
+        credentials::Sources {
+            reread_every: credentials::REREAD_EVERY,
+            cloud_config: Some(credentials::CloudConfigFile {
+                path: args.cloud_config.clone(),
+                cluster_name: args.cluster_name.clone(),
+                env: env.clone(),
+            }),
+        },
+    )?;
+    let (read, write) = match cfg.rate_limit {
+        Some(r) => (
+            Limits {
+                bucket: r.read_bucket,
+                qps: r.read_qps,
+            },
+            Limits {
+                bucket: r.write_bucket,
+                qps: r.write_qps,
+            },
+        ),
+        None => (DEFAULT_READ, DEFAULT_WRITE),
+    };
+    let budget = Arc::new(Mutex::new(Budget::new(
+        read,
+        write,
+        tokio::time::Instant::now(),
+    )));
+    let arm = ArmClient::new(
+        http,
+        credential,
+        Scope {
+            endpoint: args.arm_endpoint.clone(),
+            subscription_id: cfg.subscription_id.clone(),
+            lb_resource_group: cfg.load_balancer_resource_group.clone(),
+            node_resource_group: cfg.resource_group.clone(),
+        },
+        budget,
+        metrics,
+        args.arm_timeout,
+    )
+    .with_body_budget(args.lb_read_budget);
+    Ok((arm, read))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managed_lbs_cover_internal_twins_and_multi_slb() {
+        let c = aks_fixture::preset("aks-multi-slb").unwrap();
+        let cfg = azure_json::parse(
+            &c.azure_json().to_string(),
+            "kubernetes",
+            &EnvOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            managed_lbs(&cfg, "kubernetes"),
+            vec![
+                "kubernetes",
+                "kubernetes-internal",
+                "kubernetes-2",
+                "kubernetes-2-internal"
+            ]
+        );
+        let c = aks_fixture::preset("aks").unwrap();
+        let cfg = azure_json::parse(
+            &c.azure_json().to_string(),
+            "kubernetes",
+            &EnvOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            managed_lbs(&cfg, "kubernetes"),
+            vec!["kubernetes", "kubernetes-internal"]
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The load balancer document, as bytes: pure code with no I/O and no imports from the rest
+//! of the crate (a crate of its own once it can be), so it sits on the ground floor under
+//! `arm` (which moves the bytes), `plan` and `writer` (which decide what to change).
+//!
+//! - `scan`: a streaming JSON scanner over a document's bytes;
+//! - `doc`: what an LB document says (entries, pools, provisioning), read through `scan`;
+//! - `splice`: edits of admin states spliced into the read bytes (per-pool or whole-LB PUT
+//!   bodies, the compact base kept between rounds);
+//! - `ids`: ARM resource ID parsing;
+//! - `index`: which entries of which pools belong to a node (the pool index built from `doc`).
+
+pub mod doc;
+pub mod ids;
+pub mod index;
+pub mod scan;
+pub mod splice;
