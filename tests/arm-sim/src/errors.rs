@@ -174,11 +174,68 @@ impl ArmError {
     /// '/subscriptions/.../loadBalancers/lb' or the scope is invalid.", a recorded 403 in a
     /// public test suite found via the code index, id 13866161738); ARM appends the refresh hint.
     pub fn authorization_failed(principal: &str, action: &str, scope: &str) -> Self {
+        Self::authorization_failed_for(principal, principal, action, scope)
+    }
+
+    /// [`ArmError::authorization_failed`] naming the client (app) id and the object id apart,
+    /// as ARM does (azure-production.md 1.8 [O: ARO1611]).
+    pub fn authorization_failed_for(client: &str, oid: &str, action: &str, scope: &str) -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
             "AuthorizationFailed",
             format!(
-                "The client '{principal}' with object id '{principal}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
+                "The client '{client}' with object id '{oid}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
+            ),
+        )
+    }
+
+    /// ARM's linked access refusal (azure-production.md 1.1, 1.2): 403 `LinkedAuthorizationFailed`,
+    /// synchronous, before anything changes. The message is the current plural form [O:
+    /// JENKINS6506, AKSDOCS110, and a recorded refusal of an internal LB's PUT on its BYO subnet,
+    /// code index id 15137565627]: "The client '<appId>' with object id '<oid>' has permission to
+    /// perform action '<primary>' on scope '<scope>'; however, it does not have permission to
+    /// perform action(s) '<linked>' on the linked scope(s) '<linked scope>' (respectively) or the
+    /// linked scope(s) are invalid." Several missing pairs go into one message, actions and
+    /// scopes each joined with `,` inside one quote pair, in the same order: how ARM separates
+    /// them is not recorded ([I]); clients must split on `,`.
+    pub fn linked_authorization_failed(
+        client: &str,
+        oid: &str,
+        action: &str,
+        scope: &str,
+        linked: &[(String, String)],
+    ) -> Self {
+        let actions: Vec<&str> = linked.iter().map(|(a, _)| a.as_str()).collect();
+        let scopes: Vec<&str> = linked.iter().map(|(_, s)| s.as_str()).collect();
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "LinkedAuthorizationFailed",
+            format!(
+                "The client '{client}' with object id '{oid}' has permission to perform action '{action}' on scope '{scope}'; however, it does not have permission to perform action(s) '{}' on the linked scope(s) '{}' (respectively) or the linked scope(s) are invalid.",
+                actions.join(","),
+                scopes.join(",")
+            ),
+        )
+    }
+
+    /// A deny assignment's refusal (azure-production.md 1.8, 1.9): 403 (status [I])
+    /// `DenyAssignmentAuthorizationFailed`, worded as a recorded refusal in a locked AKS node
+    /// resource group (code index id 37715562196): "The client '<id>' with object id '<oid>' has
+    /// permission to perform action '<a>' on scope '<s>'; however, the access is denied because
+    /// of the deny assignment with name '<name>' and Id '<id>' at scope '<deny scope>'."
+    pub fn deny_assignment_failed(
+        client: &str,
+        oid: &str,
+        action: &str,
+        scope: &str,
+        deny: &crate::rbac::DenyAssignment,
+    ) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "DenyAssignmentAuthorizationFailed",
+            format!(
+                "The client '{client}' with object id '{oid}' has permission to perform action '{action}' on scope '{scope}'; however, the access is denied because of the deny assignment with name '{}' and Id '{}' at scope '{}'.",
+                deny.name, deny.id, deny.scope
             ),
         )
     }

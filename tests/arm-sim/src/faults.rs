@@ -347,6 +347,11 @@ impl Faults {
         hit
     }
 
+    /// Whether any action is denied.
+    pub fn denies_any(&self) -> bool {
+        !self.denied_actions.is_empty()
+    }
+
     /// Whether `action` is denied (case-insensitively, as ARM compares actions).
     pub fn denies(&self, action: &str) -> bool {
         self.denied_actions

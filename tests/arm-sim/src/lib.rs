@@ -26,9 +26,12 @@
 //!   `x-ms-ratelimit-remaining-subscription-*` headers and 429 `SubscriptionRequestsThrottled`.
 //! - Azure AD `/{tenant}/oauth2/v2.0/token` (client secret and federated assertion), OIDC
 //!   discovery (for MSAL), App Service `/msi/token` and IMDS `/metadata/identity/oauth2/token`.
-//! - RBAC refusals: actions denied through the `denyActions` fault get ARM's 403
-//!   `AuthorizationFailed` (naming principal, action and scope) before any handler runs; real
-//!   ARM decides per principal and scope, the simulator for all of them.
+//! - Azure RBAC ([`rbac`]): role assignments per principal (client id or object id) and scope,
+//!   built-in and custom role definitions (the `az role definition create` file format), deny
+//!   assignments (AKS's node resource group lockdown), linked access checks on LB and pool PUTs
+//!   (403 `LinkedAuthorizationFailed`), the `Microsoft.Authorization/permissions` API. With no
+//!   role assignment configured every principal may do everything (permissive default). The
+//!   `denyActions` fault still refuses actions for every principal and scope.
 //! - Observation and control under `/_sim/...`: request log, effective log, pool snapshots,
 //!   faults, tuning, outside writer.
 //!
@@ -52,6 +55,7 @@ pub mod faults;
 pub mod lifecycle;
 pub mod lro;
 pub mod model;
+pub mod rbac;
 pub mod render;
 pub mod routes;
 pub mod seed;
@@ -132,6 +136,10 @@ pub struct ArmSimOptions {
     pub managed_identity_resource_id: String,
     pub managed_identity_object_id: String,
 }
+
+/// The object id of the seed's service principal when the seed names none (ARM messages name
+/// a caller by client id and object id; role assignments may use either).
+pub const DEFAULT_SP_OBJECT_ID: &str = "3c9f1d2e-7a4b-4e8c-b1d0-6f5e4a3b2c1d";
 
 impl Default for ArmSimOptions {
     fn default() -> Self {
@@ -219,6 +227,8 @@ pub(crate) struct State {
     /// ([`lifecycle`]).
     pub removed_lbs: std::collections::BTreeMap<String, (store::LbKey, model::LoadBalancer)>,
     pub op_lengths: faults::OpLengths,
+    /// Role and deny assignments ([`rbac`]).
+    pub rbac: rbac::Rbac,
 }
 
 impl State {
@@ -260,6 +270,8 @@ pub(crate) struct Shared {
     pub tenant_id: String,
     pub client_id: String,
     pub client_secret: String,
+    /// The service principal's object id.
+    pub object_id: String,
     pub api_versions: Vec<String>,
     pub federated_token: String,
     pub identity_header: String,
@@ -274,6 +286,18 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn now_secs(&self) -> f64 {
         self.origin.elapsed().as_secs_f64()
+    }
+
+    /// The object id of a token's principal (its client id): the service principal's or the
+    /// managed identity's; an unknown principal is its own object id.
+    pub fn object_id_of(&self, principal: &str) -> String {
+        if principal.eq_ignore_ascii_case(&self.client_id) {
+            self.object_id.clone()
+        } else if principal.eq_ignore_ascii_case(&self.managed_identity_client_id) {
+            self.managed_identity_object_id.clone()
+        } else {
+            principal.to_owned()
+        }
     }
 }
 
@@ -593,6 +617,43 @@ impl ArmSim {
         p.props.insert(key.to_owned(), value);
         l.etag = model::new_etag();
         Ok(())
+    }
+
+    /// The service principal's object id (role assignments may name it or the client id).
+    pub fn object_id(&self) -> &str {
+        &self.shared.object_id
+    }
+
+    /// The managed identity's object id.
+    pub fn managed_identity_object_id(&self) -> &str {
+        &self.shared.managed_identity_object_id
+    }
+
+    /// The authorization configuration in force.
+    pub fn rbac(&self) -> rbac::Rbac {
+        self.shared.state.lock().rbac.clone()
+    }
+
+    /// Replaces the authorization configuration (role definitions, role and deny assignments);
+    /// refused like ARM refuses a role definition naming an unknown action.
+    pub fn set_rbac(&self, rbac: rbac::Rbac) -> Result<(), String> {
+        rbac.validate()?;
+        self.shared.state.lock().rbac = rbac;
+        Ok(())
+    }
+
+    /// Locks a resource group down as AKS's node resource group lockdown does (a deny
+    /// assignment on everything but reads, for everyone but `exempt`); returns the assignment.
+    pub fn lockdown(&self, resource_group: &str, exempt: Vec<String>) -> rbac::DenyAssignment {
+        let sub = self.credentials().subscription_id;
+        let deny = rbac::DenyAssignment::nrg_lockdown(&sub, resource_group, exempt);
+        self.shared
+            .state
+            .lock()
+            .rbac
+            .deny_assignments
+            .push(deny.clone());
+        deny
     }
 
     /// Stops accepting and waits for the accept loop to end.

@@ -6,6 +6,8 @@
 //! tenantId: ...            # optional, default aks_fixture::TENANT_ID
 //! clientId: ...            # optional service principal (default aks_fixture::CLIENT_ID/SECRET)
 //! clientSecret: ...
+//! objectId: ...            # optional, the service principal's object id
+//! rbac: {...}              # optional role definitions, role and deny assignments (rbac.rs)
 //! subscriptions:
 //!   - id: 00000000-...
 //!     resourceGroups:
@@ -36,6 +38,28 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
+/// Linked-access fixtures (`examples/linked/*.yaml`, also `--preset NAME`): a node resource
+/// group `MC_cutover-rg_cutover_eastus` with one two-instance scale set and a load balancer
+/// that references resources in another resource group (azure-production.md 1.3):
+/// - `byo-vnet`: internal LB `kubernetes-internal` whose frontend is in subnet
+///   `customer-vnet/aks-subnet` of `customer-net-rg` (`virtualNetworks/subnets/join/action`);
+/// - `foreign-public-ip`: public LB `kubernetes` whose outbound frontends use public IP
+///   `egress-ip` and prefix `egress-prefix` of `customer-ip-rg` (`publicIPAddresses/join/action`,
+///   `publicIPPrefixes/join/action`; the service frontend's IP is in the node group);
+/// - `ip-pool-vnet`: public LB `kubernetes` with an IP-based pool on VNet `customer-vnet` of
+///   `customer-net-rg` (`virtualNetworks/joinLoadBalancer/action`).
+pub const LINKED_FIXTURES: &[(&str, &str)] = &[
+    ("byo-vnet", include_str!("../examples/linked/byo-vnet.yaml")),
+    (
+        "foreign-public-ip",
+        include_str!("../examples/linked/foreign-public-ip.yaml"),
+    ),
+    (
+        "ip-pool-vnet",
+        include_str!("../examples/linked/ip-pool-vnet.yaml"),
+    ),
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     #[error("cannot read seed file {path}: {source}")]
@@ -57,8 +81,12 @@ pub struct Seed {
     pub tenant_id: Option<String>,
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
+    /// The service principal's object id (default [`crate::DEFAULT_SP_OBJECT_ID`]).
+    pub object_id: Option<String>,
     #[serde(default)]
     pub subscriptions: Vec<SeedSubscription>,
+    /// Role definitions, role and deny assignments ([`crate::rbac::Rbac`]); absent = permissive.
+    pub rbac: Option<crate::rbac::Rbac>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -173,8 +201,15 @@ impl Seed {
         Self::parse(path, &text)
     }
 
-    /// The seed of an `aks-fixture` preset.
+    /// The seed of an `aks-fixture` preset, or of a linked-access fixture ([`LINKED_FIXTURES`];
+    /// `nodes` does not apply to those).
     pub fn preset(name: &str, nodes: Option<usize>) -> Result<Self, SeedError> {
+        if let Some((_, text)) = LINKED_FIXTURES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            return Self::parse(name, text);
+        }
         let cluster = match nodes {
             Some(n) => aks_fixture::preset_sized(name, n)?,
             None => aks_fixture::preset(name)?,
@@ -446,10 +481,12 @@ pub fn from_cluster(c: &aks_fixture::Cluster) -> Seed {
         tenant_id: Some(c.tenant_id.clone()),
         client_id: Some(aks_fixture::CLIENT_ID.to_owned()),
         client_secret: Some(aks_fixture::CLIENT_SECRET.to_owned()),
+        object_id: None,
         subscriptions: vec![SeedSubscription {
             id: sub.clone(),
             resource_groups: rgs,
         }],
+        rbac: None,
     }
 }
 
@@ -582,6 +619,16 @@ mod tests {
             }
         }
         assert!(Seed::preset("nope", None).is_err());
+        for (name, _) in LINKED_FIXTURES {
+            let store = Seed::preset(name, None).unwrap().build().unwrap();
+            assert!(
+                store
+                    .find_lb("kubernetes")
+                    .or(store.find_lb("kubernetes-internal"))
+                    .is_some(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum StartError {
 
 pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> {
     let store = options.seed.build()?;
+    if let Some(rbac) = &options.seed.rbac {
+        rbac.validate().map_err(crate::seed::SeedError::Invalid)?;
+    }
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| StartError::Bind {
@@ -53,6 +56,10 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
             .client_secret
             .clone()
             .unwrap_or_else(|| aks_fixture::CLIENT_SECRET.to_owned()),
+        object_id: seed
+            .object_id
+            .clone()
+            .unwrap_or_else(|| crate::DEFAULT_SP_OBJECT_ID.to_owned()),
         api_versions: options.api_versions.clone(),
         federated_token: options.federated_token.clone(),
         identity_header: options.identity_header.clone(),
@@ -71,6 +78,7 @@ pub(crate) async fn start(options: ArmSimOptions) -> Result<ArmSim, StartError> 
             structure_log: Vec::new(),
             removed_lbs: Default::default(),
             op_lengths: Default::default(),
+            rbac: seed.rbac.clone().unwrap_or_default(),
         }),
     });
     let (tx, rx) = tokio::sync::oneshot::channel();

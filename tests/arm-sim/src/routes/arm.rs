@@ -118,6 +118,20 @@ async fn handle_now(
     let api_version = query_param(&parts.uri, "api-version");
     let result = match (&route, api_version) {
         (_, None) => Err(ArmError::missing_api_version()),
+        (Ok(r @ ArmPath::Permissions { .. }), Some(v)) => {
+            let served = crate::rbac::PERMISSIONS_API_VERSIONS;
+            if served.iter().any(|a| a.eq_ignore_ascii_case(&v)) {
+                Ok(r.clone())
+            } else {
+                let supported: Vec<String> = served.iter().map(|s| (*s).to_owned()).collect();
+                Err(ArmError::no_provider(
+                    &location_of(shared, r.sub()),
+                    &v,
+                    "permissions",
+                    &supported,
+                ))
+            }
+        }
         (Err(PathError::NotFound), _) => Err(ArmError::path_not_found(parts.uri.path())),
         (Err(PathError::UnknownType { rtype, .. }), Some(v)) => Err(ArmError::no_provider(
             &location_of(shared, &sub_for_msg),
@@ -138,6 +152,7 @@ async fn handle_now(
                 }
                 ArmPath::NicList { .. } => "networkInterfaces",
                 ArmPath::OpStatus { .. } | ArmPath::OpResult { .. } => "locations/operations",
+                ArmPath::Permissions { .. } => "permissions",
             };
             Err(ArmError::no_provider(
                 &location_of(shared, r.sub()),
@@ -156,14 +171,8 @@ async fn handle_now(
         }
     };
 
-    if let Some(action) = rbac_action(&route, &parts.method)
-        && shared.state.lock().faults.denies(action)
-    {
-        out.resp = Some(arm_error(&ArmError::authorization_failed(
-            &principal,
-            action,
-            parts.uri.path().trim_end_matches('/'),
-        )));
+    if let Err(e) = authorize(shared, &route, &parts.method, parts.uri.path(), &principal) {
+        out.resp = Some(arm_error(&e));
         return out;
     }
 
@@ -196,9 +205,12 @@ async fn handle_now(
         }
     };
 
-    let answer = match write_fault(shared, parts, &route) {
+    let answer = match linked_access(shared, parts, body, &route, &principal)
+        .err()
+        .or_else(|| write_fault(shared, parts, &route))
+    {
         Some(e) => Err(e),
-        None => dispatch(shared, parts, body, &route),
+        None => dispatch(shared, parts, body, &route, &principal),
     };
     let mut resp = match answer {
         Ok(r) => r,
@@ -256,25 +268,174 @@ fn write_fault(shared: &Shared, parts: &Parts, route: &ArmPath) -> Option<ArmErr
     None
 }
 
-/// The RBAC action ARM checks for a call (`Microsoft.Network` operations list); operation
-/// polls need none beyond the caller's own.
-fn rbac_action(route: &ArmPath, method: &Method) -> Option<&'static str> {
+/// The RBAC action ARM checks for a call (`Microsoft.Network` operations list) and the scope
+/// it checks it at.
+///
+/// Operation polls (`.../providers/Microsoft.Network/locations/{region}/operations/{id}`): the
+/// status URL "isn't scoped to the resource", so tracking needs permission "at the resource
+/// group level" [V: azure-production.md 6, ASYNC-PERM]. Which action ARM checks is unknown
+/// (contract 7.3); the simulator requires, pessimistically, `Microsoft.Network/locations/
+/// operations/read` (`.../operationResults/read` for `Location` polls) at the resource group of
+/// the operation's load balancer, so a grant on the LB resource alone cannot poll.
+fn rbac_action(
+    shared: &Shared,
+    route: &ArmPath,
+    method: &Method,
+    path: &str,
+) -> Option<(&'static str, String)> {
     let read = matches!(*method, Method::GET | Method::HEAD);
+    let here = path.trim_end_matches('/').to_owned();
+    let op_scope = |sub: &str, id: &str| {
+        let st = shared.state.lock();
+        st.ops
+            .ops
+            .get(id)
+            .map(|o| format!("/subscriptions/{}/resourceGroups/{}", o.lb.sub, o.lb.rg))
+            .unwrap_or_else(|| format!("/subscriptions/{sub}"))
+    };
     Some(match (route, read, method) {
-        (ArmPath::Lb { .. }, true, _) => "Microsoft.Network/loadBalancers/read",
-        (ArmPath::Lb { .. }, false, _) => "Microsoft.Network/loadBalancers/write",
-        (ArmPath::PoolList { .. } | ArmPath::Pool { .. }, true, _) => {
-            "Microsoft.Network/loadBalancers/backendAddressPools/read"
-        }
-        (ArmPath::Pool { .. }, false, &Method::DELETE) => {
-            "Microsoft.Network/loadBalancers/backendAddressPools/delete"
-        }
-        (ArmPath::Pool { .. }, false, _) => {
-            "Microsoft.Network/loadBalancers/backendAddressPools/write"
-        }
-        (ArmPath::NicList { .. }, true, _) => "Microsoft.Network/networkInterfaces/read",
+        (ArmPath::Lb { .. }, true, _) => ("Microsoft.Network/loadBalancers/read", here),
+        (ArmPath::Lb { .. }, false, _) => ("Microsoft.Network/loadBalancers/write", here),
+        (ArmPath::PoolList { .. } | ArmPath::Pool { .. }, true, _) => (
+            "Microsoft.Network/loadBalancers/backendAddressPools/read",
+            here,
+        ),
+        (ArmPath::Pool { .. }, false, &Method::DELETE) => (
+            "Microsoft.Network/loadBalancers/backendAddressPools/delete",
+            here,
+        ),
+        (ArmPath::Pool { .. }, false, _) => (
+            "Microsoft.Network/loadBalancers/backendAddressPools/write",
+            here,
+        ),
+        (ArmPath::NicList { .. }, true, _) => ("Microsoft.Network/networkInterfaces/read", here),
+        (ArmPath::OpStatus { sub, id, .. }, true, _) => (
+            "Microsoft.Network/locations/operations/read",
+            op_scope(sub, id),
+        ),
+        (ArmPath::OpResult { sub, id, .. }, true, _) => (
+            "Microsoft.Network/locations/operationResults/read",
+            op_scope(sub, id),
+        ),
+        (ArmPath::Permissions { scope, .. }, true, _) => (
+            crate::rbac::PERMISSIONS_READ,
+            scope.trim_end_matches('/').to_owned(),
+        ),
         _ => return None,
     })
+}
+
+/// ARM's authorization of the call itself (azure-production.md 1.8, 2.7): the `denyActions`
+/// fault, then the role assignments (403 `AuthorizationFailed`), then deny assignments (403
+/// `DenyAssignmentAuthorizationFailed`, whose message says the client "has permission").
+fn authorize(
+    shared: &Shared,
+    route: &ArmPath,
+    method: &Method,
+    path: &str,
+    principal: &str,
+) -> Result<(), ArmError> {
+    let Some((action, scope)) = rbac_action(shared, route, method, path) else {
+        return Ok(());
+    };
+    let oid = shared.object_id_of(principal);
+    let st = shared.state.lock();
+    if st.faults.denies(action) {
+        return Err(ArmError::authorization_failed_for(
+            principal, &oid, action, &scope,
+        ));
+    }
+    match st.rbac.check(&[principal, &oid], action, &scope) {
+        Ok(()) => Ok(()),
+        Err(crate::rbac::Refusal::NotGranted) => Err(ArmError::authorization_failed_for(
+            principal, &oid, action, &scope,
+        )),
+        Err(crate::rbac::Refusal::Denied(d)) => Err(ArmError::deny_assignment_failed(
+            principal, &oid, action, &scope, &d,
+        )),
+    }
+}
+
+/// ARM's linked access check on a load-balancer or backend-pool PUT (azure-production.md 1):
+/// every resource the request body references needs its join action at that resource
+/// (re-checked whether or not the reference changed, 1.4), else 403
+/// `LinkedAuthorizationFailed` naming every missing pair, before anything changes (no etag
+/// change, no operation, 1.1). A pool PUT is checked on the pool's references and,
+/// pessimistically unless `poolPutChecksFrontends` is off, on the LB's frontends and NAT rules
+/// too (1.5, 7.1). A body that does not parse is left to the handler's 400.
+fn linked_access(
+    shared: &Shared,
+    parts: &Parts,
+    body: &[u8],
+    route: &ArmPath,
+    principal: &str,
+) -> Result<(), ArmError> {
+    if parts.method != Method::PUT {
+        return Ok(());
+    }
+    {
+        // Nothing can be refused: skip parsing the body (a whole LB at 5,000 nodes is ~1 MB).
+        let st = shared.state.lock();
+        if !st.rbac.enforcing() && st.rbac.deny_assignments.is_empty() && !st.faults.denies_any() {
+            return Ok(());
+        }
+    }
+    let Ok(doc) = serde_json::from_slice::<Value>(body) else {
+        return Ok(());
+    };
+    let here = parts.uri.path().trim_end_matches('/').to_owned();
+    let st = shared.state.lock();
+    let (action, refs) = match route {
+        ArmPath::Lb { .. } => (
+            "Microsoft.Network/loadBalancers/write",
+            crate::rbac::lb_body_refs(&doc, &here),
+        ),
+        ArmPath::Pool { sub, rg, lb, .. } => {
+            let mut refs = Vec::new();
+            crate::rbac::pool_refs(&doc, &mut refs);
+            if st.rbac.pool_put_checks_frontends
+                && let Ok(l) = st.store.lb(sub, rg, lb)
+            {
+                let lb_id = crate::model::Scope { sub, rg, lb }.lb_id();
+                crate::rbac::frontend_refs(&Value::Object(l.props.clone()), &lb_id, &mut refs);
+            }
+            (
+                "Microsoft.Network/loadBalancers/backendAddressPools/write",
+                refs,
+            )
+        }
+        _ => return Ok(()),
+    };
+    let oid = shared.object_id_of(principal);
+    let ids = [principal, oid.as_str()];
+    let missing: Vec<(String, String)> = refs
+        .into_iter()
+        .filter(|l| st.faults.denies(l.action) || st.rbac.check(&ids, l.action, &l.scope).is_err())
+        .map(|l| (l.action.to_owned(), l.scope))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ArmError::linked_authorization_failed(
+        principal, &oid, action, &here, &missing,
+    ))
+}
+
+/// The permissions API (azure-production.md 2.3): `{"value":[{actions, notActions,
+/// dataActions, notDataActions}, ...]}` for the caller at the scope, one entry per role
+/// assignment at the scope or above; no `nextLink` (one page). Deny assignments are not
+/// reflected (2.7 [I]).
+fn permissions(shared: &Shared, principal: &str, scope: &str) -> Result<Resp, ArmError> {
+    let oid = shared.object_id_of(principal);
+    let value = shared
+        .state
+        .lock()
+        .rbac
+        .permissions(&[principal, &oid], scope);
+    Ok(super::json(
+        http::StatusCode::OK,
+        &serde_json::json!({ "value": value }),
+    ))
 }
 
 fn location_of(shared: &Shared, sub: &str) -> String {
@@ -327,8 +488,10 @@ fn dispatch(
     parts: &Parts,
     body: &[u8],
     route: &ArmPath,
+    principal: &str,
 ) -> Result<Resp, ArmError> {
     match (route, &parts.method) {
+        (ArmPath::Permissions { scope, .. }, &Method::GET) => permissions(shared, principal, scope),
         (ArmPath::Pool { sub, rg, lb, pool }, &Method::GET) => get_pool(shared, sub, rg, lb, pool),
         (ArmPath::Pool { sub, rg, lb, pool }, &Method::PUT) => {
             put_pool(shared, parts, body, sub, rg, lb, pool)

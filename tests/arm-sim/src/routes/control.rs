@@ -18,6 +18,8 @@
 //! | `PUT /_sim/strict` | `{"strictLbStructure":bool}`: strict mode on/off |
 //! | `POST /_sim/complete-operations` | completes every running operation now |
 //! | `POST /_sim/expire-tokens` | expires every issued token |
+//! | `GET`/`PUT /_sim/rbac` | [`crate::rbac::Rbac`]: role definitions, role and deny assignments (`roleAssignments: []` = permissive) |
+//! | `POST /_sim/rbac/lockdown` | `{"resourceGroup","exemptPrincipals":[..]}`: AKS node resource group lockdown (a deny assignment); answers it |
 
 use super::{Resp, json};
 use crate::faults::{FaultSpec, Tuning};
@@ -70,6 +72,15 @@ struct OutsideWrite {
     pool: String,
     entry: String,
     admin_state: Option<AdminState>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LockdownBody {
+    resource_group: String,
+    subscription: Option<String>,
+    #[serde(default)]
+    exempt_principals: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,6 +242,27 @@ pub(crate) fn handle(shared: &Shared, parts: &Parts, body: &[u8]) -> Resp {
                     jiff::Timestamp::now(),
                 );
                 json(StatusCode::OK, &j!({ "completed": n }))
+            }
+            (&Method::GET, ["rbac"]) => to_json(&st.rbac),
+            (&Method::PUT, ["rbac"]) => {
+                let rbac = parse::<crate::rbac::Rbac>(body)?;
+                rbac.validate().map_err(CtlError::Bad)?;
+                st.rbac = rbac;
+                to_json(&st.rbac)
+            }
+            (&Method::POST, ["rbac", "lockdown"]) => {
+                let b = parse::<LockdownBody>(body)?;
+                let sub = b
+                    .subscription
+                    .or_else(|| st.store.subs.values().next().map(|s| s.id.clone()))
+                    .unwrap_or_default();
+                let deny = crate::rbac::DenyAssignment::nrg_lockdown(
+                    &sub,
+                    &b.resource_group,
+                    b.exempt_principals,
+                );
+                st.rbac.deny_assignments.push(deny.clone());
+                to_json(&deny)
             }
             (&Method::POST, ["expire-tokens"]) => {
                 st.tokens.expire_all(jiff::Timestamp::now());

@@ -33,6 +33,12 @@ pub enum ArmPath {
         location: String,
         id: String,
     },
+    /// `GET {scope}/providers/Microsoft.Authorization/permissions` at a subscription, resource
+    /// group or resource scope (azure-production.md 2.1).
+    Permissions {
+        sub: String,
+        scope: String,
+    },
 }
 
 impl ArmPath {
@@ -43,7 +49,8 @@ impl ArmPath {
             | Self::Pool { sub, .. }
             | Self::NicList { sub, .. }
             | Self::OpStatus { sub, .. }
-            | Self::OpResult { sub, .. } => sub,
+            | Self::OpResult { sub, .. }
+            | Self::Permissions { sub, .. } => sub,
         }
     }
 }
@@ -75,6 +82,18 @@ pub fn parse(path: &str) -> Result<ArmPath, PathError> {
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let owned = |x: &str| x.to_owned();
+    if let [subs, sub, .., p, ns, perms] = s.as_slice()
+        && eq(subs, "subscriptions")
+        && eq(p, "providers")
+        && eq(ns, "Microsoft.Authorization")
+        && eq(perms, "permissions")
+    {
+        let scope = format!("/{}", s[..s.len() - 3].join("/"));
+        return Ok(ArmPath::Permissions {
+            sub: owned(sub),
+            scope,
+        });
+    }
     match s.as_slice() {
         [subs, sub, p, ns, locs, loc, ops, id]
             if eq(subs, "subscriptions")
@@ -196,6 +215,20 @@ mod tests {
             Err(PathError::UnknownType { .. })
         ));
         assert_eq!(parse("/subscriptions/s/nothing"), Err(PathError::NotFound));
+        assert_eq!(
+            parse("/subscriptions/s/resourcegroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/x/providers/microsoft.authorization/permissions").unwrap(),
+            ArmPath::Permissions {
+                sub: "s".into(),
+                scope: "/subscriptions/s/resourcegroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/x".into()
+            }
+        );
+        assert_eq!(
+            parse("/subscriptions/s/providers/Microsoft.Authorization/permissions").unwrap(),
+            ArmPath::Permissions {
+                sub: "s".into(),
+                scope: "/subscriptions/s".into()
+            }
+        );
         assert_eq!(
             parse(
                 "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/loadBalancers/lb/backendAddressPools/p/x"
