@@ -18,7 +18,8 @@ struct Args {
     /// Seed file (JSON or YAML); see examples/seed.yaml.
     #[arg(long, env = "ARM_SIM_SEED", conflicts_with = "preset")]
     seed: Option<String>,
-    /// aks-fixture preset: aks, aks-ip, aks-multi-slb.
+    /// aks-fixture preset: aks, aks-ip, aks-multi-slb; or a linked-access seed: byo-vnet,
+    /// foreign-public-ip, ip-pool-vnet (no role assignment: permissive until `PUT /_sim/rbac`).
     #[arg(long, env = "ARM_SIM_PRESET")]
     preset: Option<String>,
     /// Node count of the preset (>= 6).
