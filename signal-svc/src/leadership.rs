@@ -11,7 +11,6 @@
 //! Actuators report the highest epoch they accepted when they refuse ours
 //! ([`Shared::report_accepted_epoch`]); the leader then raises its Lease above it.
 
-use crate::domain::lease::CREATE_TRANSITIONS;
 use crate::state::Shared;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -98,11 +97,7 @@ impl Shared {
             core.index.pending_taints()
         };
         self.reported.lock().clear();
-        let fresh =
-            epoch == u64::try_from(CREATE_TRANSITIONS).unwrap_or(1) && self.epoch_floor() == 0;
-        self.assign
-            .lock()
-            .begin(epoch, tokio::time::Instant::now(), fresh);
+        self.assign.lock().begin(epoch, tokio::time::Instant::now());
         self.metrics.leader.set(1);
         self.metrics
             .epoch

@@ -32,6 +32,15 @@ fn settle(a: &mut Assigner, sends: &mut BTreeMap<StreamId, u64>, now: Instant) {
     }
 }
 
+/// Begins `epoch` one grant lifetime before `now`, so its quiet period is over at `now`.
+fn begin_settled(a: &mut Assigner, epoch: u64, now: Instant) {
+    let start = now
+        .checked_sub(VALID)
+        .expect("the clock runs past one grant lifetime");
+    a.begin(epoch, start);
+    a.tick(now);
+}
+
 fn owners(a: &Assigner) -> BTreeMap<String, Option<String>> {
     a.owners().into_iter().collect()
 }
@@ -40,7 +49,7 @@ fn owners(a: &Assigner) -> BTreeMap<String, Option<String>> {
 fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(7, t, true);
+    begin_settled(&mut a, 7, t);
     let (x, o) = a.join("10.0.0.1:9443", &lbs(12), t);
     assert!(o.changed);
     let sent = deliver(&mut a, &[x], t);
@@ -99,7 +108,7 @@ fn every_load_balancer_has_exactly_one_owner_and_joins_move_only_a_share() {
 fn a_dead_holder_is_replaced_only_once_its_assignment_lapsed() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(1, t, true);
+    begin_settled(&mut a, 1, t);
     let (x, _) = a.join("a:1", &lbs(8), t);
     let (y, _) = a.join("b:1", &lbs(8), t);
     let sent = deliver(&mut a, &[x, y], t);
@@ -130,7 +139,7 @@ fn a_dead_holder_is_replaced_only_once_its_assignment_lapsed() {
 fn a_stream_never_told_anything_leaves_without_fence() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(1, t, true);
+    begin_settled(&mut a, 1, t);
     let (x, _) = a.join("a:1", &lbs(4), t);
     let (y, _) = a.join("b:1", &lbs(4), t);
     deliver(&mut a, &[y], t);
@@ -143,7 +152,7 @@ fn a_stream_never_told_anything_leaves_without_fence() {
 fn heartbeats_repeat_the_same_generation_and_reconnects_get_a_newer_one() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(1, t, true);
+    begin_settled(&mut a, 1, t);
     let (x, _) = a.join("a:1", &lbs(2), t);
     let first = a.due(x, t).unwrap();
     a.sent(x, &first, t);
@@ -168,10 +177,10 @@ fn heartbeats_repeat_the_same_generation_and_reconnects_get_a_newer_one() {
 fn a_new_leadership_starts_from_nothing() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(1, t, true);
+    begin_settled(&mut a, 1, t);
     let (x, _) = a.join("a:1", &lbs(3), t);
     deliver(&mut a, &[x], t);
-    a.begin(2, t, true);
+    begin_settled(&mut a, 2, t);
     assert!(a.managed().is_empty());
     assert_eq!(a.due(x, t), None, "streams of the old epoch are gone");
     let (y, _) = a.join("a:1", &lbs(3), t);
@@ -182,7 +191,7 @@ fn a_new_leadership_starts_from_nothing() {
 fn managed_is_the_union_of_what_streams_report() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(1, t, true);
+    begin_settled(&mut a, 1, t);
     a.join("a:1", &["kubernetes".into()], t);
     a.join(
         "b:1",
@@ -200,7 +209,7 @@ fn managed_is_the_union_of_what_streams_report() {
 fn a_changed_managed_set_reassigns_on_the_same_streams() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(4, t, true);
+    begin_settled(&mut a, 4, t);
     let (x, _) = a.join("a:1", &lbs(6), t);
     let (y, _) = a.join("b:1", &lbs(6), t);
     let first = deliver(&mut a, &[x, y], t);
@@ -250,7 +259,7 @@ fn a_changed_managed_set_reassigns_on_the_same_streams() {
 fn the_same_epoch_again_goes_on_with_its_generations_and_fences() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(5, t, true);
+    begin_settled(&mut a, 5, t);
     let (x, _) = a.join("a:1", &lbs(4), t);
     let (y, _) = a.join("b:1", &lbs(4), t);
     let first = deliver(&mut a, &[x, y], t);
@@ -260,7 +269,7 @@ fn the_same_epoch_again_goes_on_with_its_generations_and_fences() {
     let later = t + Duration::from_secs(1);
     a.leave(x, later);
     a.leave(y, later);
-    a.begin(5, later, false);
+    a.begin(5, later);
     assert_eq!(a.quiet_until(), None, "no quiet period within an epoch");
     let (y2, _) = a.join("b:1", &lbs(4), later);
     let again = deliver(&mut a, &[y2], later);
@@ -283,7 +292,7 @@ fn the_same_epoch_again_goes_on_with_its_generations_and_fences() {
 fn a_new_epoch_assigns_nothing_until_old_grants_have_lapsed() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(8, t, false);
+    a.begin(8, t);
     assert_eq!(a.quiet_until(), Some(t + VALID));
     let (x, _) = a.join("a:1", &lbs(3), t);
     let first = deliver(&mut a, &[x], t);
@@ -314,7 +323,7 @@ fn a_new_epoch_assigns_nothing_until_old_grants_have_lapsed() {
 fn a_share_moves_on_acknowledgement_or_at_the_old_grants_lapse() {
     let t = Instant::now();
     let mut a = Assigner::new(VALID);
-    a.begin(2, t, true);
+    begin_settled(&mut a, 2, t);
     let (x, _) = a.join("a:1", &lbs(6), t);
     deliver(&mut a, &[x], t);
     let (y, _) = a.join("b:1", &lbs(6), t);

@@ -67,6 +67,8 @@ pub struct Plan {
     pub settle_ms: u64,
     /// Single-replica configuration: one signal-svc (the other never starts).
     pub single_signal: bool,
+    /// Record what happened, step by step, in [`Report::trace`] (for replays).
+    pub trace: bool,
 }
 
 impl Plan {
@@ -76,6 +78,7 @@ impl Plan {
             faults_ms: 30_000,
             settle_ms: 15_000,
             single_signal: seed.is_multiple_of(4),
+            trace: false,
         }
     }
 }
@@ -91,6 +94,8 @@ pub struct Report {
     pub max_overlap_ms: u64,
     pub epochs: u64,
     pub changes: u64,
+    /// What happened, when [`Plan::trace`] asked for it.
+    pub trace: Vec<String>,
 }
 
 /// splitmix64: small, seedable, the same on every platform.
@@ -308,6 +313,14 @@ impl Sim {
 
     fn fault(&mut self, kind: &'static str) {
         *self.report.faults.entry(kind).or_default() += 1;
+        self.note(|| format!("FAULT {kind}"));
+    }
+
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if self.plan.trace {
+            let line = format!("t={} ms: {}", self.now, what());
+            self.report.trace.push(line);
+        }
     }
 
     fn violation(&mut self, what: String) {
@@ -359,27 +372,31 @@ impl Sim {
             0 => {
                 let s = self.rng.below(SIGNALS as u64) as usize;
                 let d = self.rng.between(500, 8000);
-                self.signals[s].frozen_until = self.now + d;
+                self.signals[s].frozen_until = self.signals[s].frozen_until.max(self.now + d);
                 self.fault("signal frozen");
+                self.note(|| format!("  signal {s} for {d} ms"));
             }
             1 => {
                 let a = self.rng.below(ACTUATORS as u64) as usize;
                 let d = self.rng.between(500, 8000);
-                self.actuators[a].frozen_until = self.now + d;
+                self.actuators[a].frozen_until = self.actuators[a].frozen_until.max(self.now + d);
                 self.fault("actuator frozen");
+                self.note(|| format!("  actuator {a} for {d} ms"));
             }
             2 => {
                 // A Lease-only outage; the standby is frozen through it (it cannot win).
                 let d = self.rng.between(2000, 9000);
-                self.lease_down_until = self.now + d;
+                self.lease_down_until = self.lease_down_until.max(self.now + d);
                 let standby = self
                     .signals
                     .iter()
                     .position(|s| s.up && s.leading.is_none());
                 if let Some(s) = standby {
-                    self.signals[s].frozen_until = self.now + d + 1000;
+                    let until = self.now + d + 1000;
+                    self.signals[s].frozen_until = self.signals[s].frozen_until.max(until);
                 }
                 self.fault("lease outage, standby frozen");
+                self.note(|| format!("  {d} ms, standby {standby:?}"));
             }
             3 | 4 => {
                 let s = self.rng.below(SIGNALS as u64) as usize;
@@ -388,26 +405,33 @@ impl Sim {
                 let until = self.now + d;
                 let l = &mut self.links[s][a];
                 match self.rng.below(3) {
-                    0 => l.cut_down_until = until,
-                    1 => l.cut_up_until = until,
+                    0 => l.cut_down_until = l.cut_down_until.max(until),
+                    1 => l.cut_up_until = l.cut_up_until.max(until),
                     _ => {
-                        l.cut_down_until = until;
-                        l.cut_up_until = until;
+                        l.cut_down_until = l.cut_down_until.max(until);
+                        l.cut_up_until = l.cut_up_until.max(until);
                     }
                 }
+                let (down, up) = (l.cut_down_until, l.cut_up_until);
                 self.fault("partition (one-sided or both)");
+                self.note(|| {
+                    format!("  signal {s} / actuator {a}: down until {down}, up until {up}")
+                });
             }
             5 => {
                 let s = self.rng.below(SIGNALS as u64) as usize;
                 let a = self.rng.below(ACTUATORS as u64) as usize;
-                self.links[s][a].slow_until = self.now + self.rng.between(1000, 6000);
+                let until = self.now + self.rng.between(1000, 6000);
+                self.links[s][a].slow_until = self.links[s][a].slow_until.max(until);
                 self.fault("slow stream");
+                self.note(|| format!("  signal {s} / actuator {a}"));
             }
             6 => {
                 let s = self.rng.below(SIGNALS as u64) as usize;
                 if self.signals[s].up {
                     self.crash_signal(s);
                     self.fault("signal crash and restart");
+                    self.note(|| format!("  signal {s}"));
                 }
             }
             7 => {
@@ -417,6 +441,7 @@ impl Sim {
                     self.break_link(s, a);
                 }
                 self.fault("actuator crash and restart");
+                self.note(|| format!("  actuator {a}"));
             }
             9 if self.rng.chance(300) => {
                 self.lease = None;
@@ -424,7 +449,8 @@ impl Sim {
             }
             _ => {
                 // A short API blip on every call of the Lease.
-                self.lease_down_until = self.now + self.rng.between(200, 1500);
+                let until = self.now + self.rng.between(200, 1500);
+                self.lease_down_until = self.lease_down_until.max(until);
                 self.fault("lease blip");
             }
         }
@@ -490,13 +516,9 @@ impl Sim {
                     decide(rec, &me, &epochs, expired)
                 }
             };
-            let renew = self
-                .lease
-                .as_ref()
-                .and_then(|r| r.renew_time.clone())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                + 1;
+            // renewTime is the writer's wall clock (a MicroTime): a re-created Lease never
+            // repeats a record seen before it was deleted.
+            let renew = now;
             let leading = match decision {
                 Decision::Wait { .. } => None,
                 Decision::Renew => self.lease.as_mut().map(|r| {
@@ -504,6 +526,12 @@ impl Sim {
                     r.transitions
                 }),
                 Decision::Acquire { transitions } => {
+                    if self.plan.trace {
+                        let line = format!(
+                            "t={now} ms: signal {s} acquires the Lease, transitions {transitions}"
+                        );
+                        self.report.trace.push(line);
+                    }
                     self.lease = Some(LeaseRecord {
                         holder: Some(me.clone()),
                         transitions,
@@ -552,9 +580,11 @@ impl Sim {
                 let sig = &mut self.signals[s];
                 if sig.leading != Some(term.epoch) {
                     sig.dispatch.set_epoch(term.epoch);
-                    sig.assign.begin(term.epoch, now_i, term.epoch == 1);
+                    sig.assign.begin(term.epoch, now_i);
                     sig.leading = Some(term.epoch);
                     self.report.epochs += 1;
+                    let e = term.epoch;
+                    self.note(|| format!("signal {s} leads epoch {e}"));
                 }
                 true
             }
@@ -569,6 +599,7 @@ impl Sim {
     }
 
     fn lose(&mut self, s: usize) {
+        self.note(|| format!("signal {s} stops leading"));
         self.signals[s].leading = None;
         for a in 0..ACTUATORS {
             self.close_signal_stream(s, a);
@@ -752,6 +783,9 @@ impl Sim {
                         act.ownership.retire_before(epoch, now_i);
                         act.streams[s] = Some((epoch, Renewals::new(now_i)));
                         self.send_up(s, a, Up::HelloAck);
+                        self.note(|| {
+                            format!("actuator {a} accepts Hello epoch {epoch} from signal {s}")
+                        });
                     }
                     Down::State { node, version } => {
                         // Only an accepted stream's states are applied.
@@ -801,6 +835,9 @@ impl Sim {
                         }
                         let seq = renewals.renew(now_i);
                         self.send_up(s, a, Up::Renew(seq));
+                        let anchor_ms =
+                            anchor.map(|t| t.saturating_duration_since(self.base).as_millis());
+                        self.note(|| format!("actuator {a} holds e{} g{} {:?} from signal {s} (echo {}, anchor {anchor_ms:?} ms)", m.leader_epoch, m.generation, m.load_balancers, m.echo));
                     }
                 }
             }

@@ -15,6 +15,9 @@ struct Args {
     /// How many seeds to sweep.
     #[arg(long, default_value_t = 100_000)]
     seeds: u64,
+    /// With --seed: print every step (faults, leaderships, assignments) before the report.
+    #[arg(long)]
+    trace: bool,
     /// The first seed of the sweep.
     #[arg(long, default_value_t = 0)]
     first: u64,
@@ -23,7 +26,13 @@ struct Args {
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     if let Some(seed) = args.seed {
-        let r = run(Plan::new(seed));
+        let mut r = run(Plan {
+            trace: args.trace,
+            ..Plan::new(seed)
+        });
+        for line in std::mem::take(&mut r.trace) {
+            println!("{line}");
+        }
         println!("{r:#?}");
         return if r.violations.is_empty() {
             std::process::ExitCode::SUCCESS
