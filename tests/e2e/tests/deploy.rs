@@ -50,6 +50,12 @@ fn check_types(docs: &[Value]) {
                 typed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(doc),
             ),
             "NetworkPolicy" => drop(typed::<NetworkPolicy>(doc)),
+            "ValidatingAdmissionPolicy" => drop(typed::<
+                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+            >(doc)),
+            "ValidatingAdmissionPolicyBinding" => drop(typed::<
+                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            >(doc)),
             "ServiceMonitor" => assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1"),
             other => panic!("unexpected kind {other} in deploy/"),
         }
@@ -265,7 +271,9 @@ fn set(items: &[(&str, &str, &str, &str)]) -> BTreeSet<(String, String, String, 
 
 /// What signal-svc calls (see signal-svc's watch, taint, gate, leader and results modules; the
 /// whole-system test `rbac_matches_calls` checks the same set against the request log).
-pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 9] = [
+/// Core events are watched at the cluster scope (watch.rs lists /api/v1/events); the Node events
+/// it records go to namespace `default` only ([`SIGNAL_EVENT_RULES`], a Role there).
+pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 7] = [
     ("", "nodes", "get", ""),
     ("", "nodes", "list", ""),
     ("", "nodes", "watch", ""),
@@ -273,6 +281,10 @@ pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 9] = [
     ("", "nodes/status", "patch", ""),
     ("", "events", "list", ""),
     ("", "events", "watch", ""),
+];
+
+/// The Role `cutover-signal-svc-events` in namespace `default`, where a Node's events go.
+pub const SIGNAL_EVENT_RULES: [(&str, &str, &str, &str); 2] = [
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
 ];
@@ -377,6 +389,41 @@ fn every_overlay_renders_into_typed_objects_that_agree_with_the_binaries() {
             rules(&cr.rules),
             set(&SIGNAL_CLUSTER_RULES),
             "{overlay}: ClusterRole"
+        );
+        let events: Role = typed(find(&docs, "Role", "cutover-signal-svc-events").unwrap());
+        assert_eq!(events.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(
+            rules(&events.rules),
+            set(&SIGNAL_EVENT_RULES),
+            "{overlay}: events Role"
+        );
+        let binding = find(&docs, "RoleBinding", "cutover-signal-svc-events").unwrap();
+        assert_eq!(binding["metadata"]["namespace"], "default");
+        assert_eq!(
+            binding["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount", "name": "signal-svc", "namespace": "cutover"}])
+        );
+        // signal-svc's Node writes narrowed to its own fields (tests/kube-real node_policy.rs).
+        let policy = find(
+            &docs,
+            "ValidatingAdmissionPolicy",
+            "cutover-signal-svc-node-writes",
+        )
+        .expect("the node-write policy");
+        assert!(
+            policy["spec"]["matchConditions"][0]["expression"]
+                .as_str()
+                .unwrap()
+                .contains("'system:serviceaccount:cutover:signal-svc'")
+        );
+        assert_eq!(
+            find(
+                &docs,
+                "ValidatingAdmissionPolicyBinding",
+                "cutover-signal-svc-node-writes"
+            )
+            .expect("its binding")["spec"]["validationActions"],
+            serde_json::json!(["Deny"])
         );
         let role: Role = typed(find(&docs, "Role", "cutover-signal-svc-lease").unwrap());
         assert_eq!(role.metadata.namespace.as_deref(), Some("cutover"));

@@ -113,6 +113,17 @@ fn is_crd_kind(doc: &Value) -> bool {
         .any(|(api, kind)| doc["apiVersion"] == *api && doc["kind"] == *kind)
 }
 
+/// Kinds the chart renders without a namespace.
+fn is_cluster_scoped(doc: &Value) -> bool {
+    [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    .contains(&key(doc).0.as_str())
+}
+
 fn check_typed(doc: &Value) {
     use k8s_openapi::api::rbac::v1 as rbac;
     use k8s_openapi::api::{core::v1 as core, networking::v1 as net, policy::v1 as policy};
@@ -128,6 +139,14 @@ fn check_typed(doc: &Value) {
         "RoleBinding" => manifests::typed::<rbac::RoleBinding>(doc).map(drop),
         "PodDisruptionBudget" => manifests::typed::<policy::PodDisruptionBudget>(doc).map(drop),
         "NetworkPolicy" => manifests::typed::<net::NetworkPolicy>(doc).map(drop),
+        "ValidatingAdmissionPolicy" => manifests::typed::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+        >(doc)
+        .map(drop),
+        "ValidatingAdmissionPolicyBinding" => manifests::typed::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        >(doc)
+        .map(drop),
         _ if is_crd_kind(doc) => Ok(()),
         other => panic!("unexpected kind {other} in the chart"),
     };
@@ -168,11 +187,12 @@ fn chart_lints_and_every_variant_renders_typed_objects() {
                 key(doc)
             );
             assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm");
-            let cluster_scoped =
-                ["ClusterRole", "ClusterRoleBinding"].contains(&key(doc).0.as_str());
+            let cluster_scoped = is_cluster_scoped(doc);
+            // Node events are recorded in `default` (a Node has no namespace).
+            let events = key(doc).1 == "cutover-signal-svc-events";
             assert_eq!(
                 doc["metadata"]["namespace"].as_str(),
-                (!cluster_scoped).then_some(NAMESPACE),
+                (!cluster_scoped).then_some(if events { "default" } else { NAMESPACE }),
                 "{name}: {:?} namespace",
                 key(doc)
             );
@@ -256,10 +276,14 @@ fn default_and_overlay_variants_render_what_kustomize_renders() {
                 serde_json::to_string(&c).unwrap(),
                 serde_json::to_string(&kz).unwrap()
             );
-            assert_eq!(
-                cm["namespace"], km["namespace"],
-                "{variant}: {k:?} namespace"
-            );
+            // kustomize's schema predates ValidatingAdmissionPolicy, so it gives the policy and
+            // its binding the base's namespace; the API server drops it (cluster-scoped).
+            if !k.0.starts_with("ValidatingAdmissionPolicy") {
+                assert_eq!(
+                    cm["namespace"], km["namespace"],
+                    "{variant}: {k:?} namespace"
+                );
+            }
             assert_eq!(
                 cm["annotations"], km["annotations"],
                 "{variant}: {k:?} annotations"
@@ -625,6 +649,7 @@ fn extra_values_render_where_they_say() {
     for (kind, name) in [
         ("ClusterRoleBinding", "cutover-signal-svc"),
         ("RoleBinding", "cutover-signal-svc-lease"),
+        ("RoleBinding", "cutover-signal-svc-events"),
     ] {
         assert_eq!(
             find(&docs, kind, name)["subjects"],
@@ -633,6 +658,15 @@ fn extra_values_render_where_they_say() {
             "{kind}"
         );
     }
+    // The node-write policy matches the renamed ServiceAccount.
+    assert_eq!(
+        find(
+            &docs,
+            "ValidatingAdmissionPolicy",
+            "cutover-signal-svc-node-writes"
+        )["spec"]["matchConditions"][0]["expression"],
+        format!("request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:cutover-signal'")
+    );
 
     // As a subchart: the parent's `global` values reach it (the schema must accept them).
     let parent = tempfile::tempdir().unwrap();
@@ -1375,4 +1409,237 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
     for (proc, _) in &mut running {
         proc.terminate(Duration::from_secs(10)).await;
     }
+}
+
+/// The NetworkPolicies' values: admin ports only from `networkPolicy.metricsFrom` (none when
+/// empty: an empty `from` would mean everyone), egress to DNS, the API server and the actuators
+/// (signal-svc) or Azure over HTTPS (actuator-svc); the instance metadata endpoint only when
+/// asked for, and required by a managed identity through IMDS. The node-write policy can be
+/// left out.
+#[test]
+fn network_policies_and_the_node_write_policy_follow_their_values() {
+    use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let policy = |docs: &[Value], name: &str| -> NetworkPolicy {
+        manifests::typed(find(docs, "NetworkPolicy", name)).unwrap()
+    };
+    let port_peers = |np: &NetworkPolicy, port: i32| -> Option<Vec<NetworkPolicyPeer>> {
+        let spec = np.spec.clone().unwrap();
+        spec.ingress.unwrap_or_default().into_iter().find_map(|r| {
+            r.ports
+                .unwrap_or_default()
+                .iter()
+                .any(|p| p.port == Some(IntOrString::Int(port)))
+                .then(|| r.from.unwrap_or_default())
+        })
+    };
+    let egress =
+        |np: &NetworkPolicy| serde_json::to_value(np.spec.clone().unwrap().egress).unwrap();
+
+    // Defaults: ingress and egress both restricted; admin ports from the monitoring namespace.
+    let docs = render("default", &[]);
+    for (name, admin) in [("signal-svc", 9090), ("actuator-svc", 9091)] {
+        let np = policy(&docs, name);
+        let spec = np.spec.clone().unwrap();
+        assert_eq!(
+            spec.policy_types,
+            Some(vec!["Ingress".to_string(), "Egress".to_string()]),
+            "{name}"
+        );
+        let peers = port_peers(&np, admin).expect("an admin-port rule");
+        assert_eq!(
+            serde_json::to_value(&peers).unwrap(),
+            serde_json::json!([{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": "monitoring"}}}]),
+            "{name}: admin port peers"
+        );
+        let out = egress(&np).to_string();
+        assert!(
+            out.contains("kube-dns") && out.contains("53"),
+            "{name}: {out}"
+        );
+    }
+    let actuator_out = egress(&policy(&docs, "actuator-svc"));
+    assert!(actuator_out.to_string().contains("\"169.254.169.254/32\""));
+    assert_eq!(
+        actuator_out[1]["to"][0]["ipBlock"],
+        serde_json::json!({"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}),
+        "ARM and Entra over HTTPS, never the instance metadata endpoint"
+    );
+    assert!(!actuator_out.to_string().contains("\"port\":80"));
+    let signal_out = egress(&policy(&docs, "signal-svc"));
+    assert_eq!(
+        signal_out[1],
+        serde_json::json!({"ports": [{"port": 443, "protocol": "TCP"}]})
+    );
+    assert_eq!(
+        signal_out[2]["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "actuator-svc"
+    );
+    assert_eq!(signal_out[2]["ports"][0]["port"], 9443);
+
+    // Narrowed by value; no admin-port rule at all when nobody may scrape.
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        values.path(),
+        "networkPolicy:\n  metricsFrom: []\n  apiServer: {cidrs: [20.1.2.3/32], ports: [443, 6443]}\n  \
+         azure: {cidrs: [20.0.0.0/8], instanceMetadata: true}\n",
+    )
+    .unwrap();
+    let docs = helm::template(&[values.path()], &[&registry_set()]).unwrap();
+    for (name, admin) in [("signal-svc", 9090), ("actuator-svc", 9091)] {
+        assert!(port_peers(&policy(&docs, name), admin).is_none(), "{name}");
+    }
+    assert_eq!(
+        egress(&policy(&docs, "signal-svc"))[1],
+        serde_json::json!({"to": [{"ipBlock": {"cidr": "20.1.2.3/32"}}],
+            "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]})
+    );
+    let actuator_out = egress(&policy(&docs, "actuator-svc"));
+    assert_eq!(
+        actuator_out[1]["to"],
+        serde_json::json!([{"ipBlock": {"cidr": "20.0.0.0/8"}}])
+    );
+    assert_eq!(
+        actuator_out[2],
+        serde_json::json!({"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}],
+            "ports": [{"port": 80, "protocol": "TCP"}]})
+    );
+
+    // A managed identity through IMDS without the metadata endpoint would fail at run time.
+    let err = render_defaults(&[
+        "actuator.workloadIdentity.enabled=false",
+        "azureJson.create=true",
+        "azureJson.config.useManagedIdentityExtension=true",
+    ])
+    .expect_err("IMDS blocked by the chart's own policy must be refused");
+    assert!(
+        err.to_string()
+            .contains("networkPolicy.azure.instanceMetadata=true"),
+        "{err}"
+    );
+    render_defaults(&[
+        "actuator.workloadIdentity.enabled=false",
+        "azureJson.create=true",
+        "azureJson.config.useManagedIdentityExtension=true",
+        "networkPolicy.azure.instanceMetadata=true",
+    ])
+    .unwrap();
+
+    // The node-write policy: on by default, off by value.
+    let docs = render("default", &[]);
+    assert!(
+        docs.iter()
+            .any(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+    );
+    let docs = render("default", &["signal.nodeWritePolicy.enabled=false"]);
+    assert!(
+        !docs
+            .iter()
+            .any(|d| key(d).0.starts_with("ValidatingAdmissionPolicy"))
+    );
+}
+
+/// `promtool` on PATH (.ci/run installs Debian's `prometheus` package, which ships it).
+fn promtool() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("promtool"))
+        .find(|p| p.is_file())
+}
+
+fn run_promtool(promtool: &Path, dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new(promtool)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool {args:?}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The chart's alerts are valid rules (`promtool check rules`) and fire when they must
+/// (`promtool test rules` with tests/alerts/cutover.promtest.yaml): `CutoverNoLeader` also
+/// when every signal-svc is gone, the absence alerts when a whole service is gone, the replica
+/// warnings when some are. CI installs promtool; elsewhere, without it, the test says so and
+/// passes (the metric names are checked by `every_metric_the_dashboard_and_alerts_name_is_registered`).
+#[test]
+fn alerts_fire_when_a_whole_component_is_gone() {
+    let Some(promtool) = promtool() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "promtool is not on PATH: .ci/run installs it (Debian's prometheus package)"
+        );
+        eprintln!(
+            "note: promtool is not on PATH (apt-get install prometheus); alert rules not run"
+        );
+        return;
+    };
+    let docs = render("monitoring", &[]);
+    let rule = find(&docs, "PrometheusRule", "cutover");
+    let dir = tempfile::tempdir().unwrap();
+    let mut groups = rule["spec"]["groups"].clone();
+    std::fs::write(
+        dir.path().join("rules-full.yaml"),
+        serde_yaml::to_string(&serde_json::json!({ "groups": groups })).unwrap(),
+    )
+    .unwrap();
+    run_promtool(
+        &promtool,
+        dir.path(),
+        &["check", "rules", "rules-full.yaml"],
+    );
+    for group in groups.as_array_mut().unwrap() {
+        for r in group["rules"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("annotations");
+        }
+    }
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        serde_yaml::to_string(&serde_json::json!({ "groups": groups })).unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/alerts/cutover.promtest.yaml"),
+        dir.path().join("cutover.promtest.yaml"),
+    )
+    .unwrap();
+    run_promtool(
+        &promtool,
+        dir.path(),
+        &["test", "rules", "cutover.promtest.yaml"],
+    );
+
+    // Each availability alert is there, and CutoverNoLeader survives a dry-run only as the
+    // absence alert (no Lease is taken there).
+    let names: BTreeSet<&str> = groups[0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    for a in [
+        "CutoverNoLeader",
+        "CutoverSignalAbsent",
+        "CutoverActuatorsAbsent",
+        "CutoverSignalReplicasMissing",
+        "CutoverActuatorReplicasMissing",
+    ] {
+        assert!(names.contains(a), "{a} missing: {names:?}");
+    }
+    let single = find(
+        &render("single-replica", &["prometheusRule.enabled=true"]),
+        "PrometheusRule",
+        "cutover",
+    )
+    .to_string();
+    assert!(
+        !single.contains("ReplicasMissing"),
+        "one replica: absence alerts only"
+    );
+    assert!(single.contains("CutoverSignalAbsent"));
 }

@@ -34,7 +34,12 @@ fn rbac() -> Vec<Value> {
         .join("\n---\n");
     let mut objects = kube_real::manifests::parse(&text).unwrap();
     for o in &mut objects {
-        if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
+        // Namespaced objects without a namespace go to `cutover` (the events Role names
+        // `default`, where Node events are recorded).
+        if o["kind"] != "ClusterRole"
+            && o["kind"] != "ClusterRoleBinding"
+            && o["metadata"]["namespace"].is_null()
+        {
             o["metadata"]["namespace"] = json!("cutover");
         }
     }

@@ -127,3 +127,18 @@ binary's defaults. */}}
   value: {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/* NetworkPolicy egress to the cluster DNS (networkPolicy.dns), for both services. */}}
+{{- define "cutover.dnsEgress" -}}
+{{- $dns := .Values.networkPolicy.dns -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml $dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml $dns.podSelector | nindent 8 }}
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end }}
