@@ -4,10 +4,16 @@
 //!
 //! - [`params`], [`model`]: pure logic (probe engine, admin state, eligibility, selection).
 //! - [`sim`]: the model realisation in virtual time (many seeds, fast; closed-form check).
-//! - [`kernel`]: the kernel-true realisation (network namespaces, nftables DNAT + conntrack).
+//! - [`kernel`], [`netns`]: the kernel-true realisation (network namespaces, nftables DNAT +
+//!   conntrack) and the real-time controller shared with [`userspace`].
+//! - [`userspace`]: the fallback, an in-process TCP proxy applying the same rules.
+//! - [`helper`]: the member, prober and client processes.
 //! - [`report`]: counts and the table.
 
+pub mod helper;
+pub mod kernel;
 pub mod model;
+pub mod netns;
 pub mod params;
 pub mod report;
 pub mod sim;

@@ -1,29 +1,290 @@
 //! The data-plane bench (issue 28): failed new connections and broken established flows per
 //! departure flow, traffic policy and mode. See tests/dataplane/README.md.
+//!
+//!     cargo run -p cutover-dataplane --release --bin dataplane_bench
+//!
+//! The `helper-*` subcommands are the processes of a run (members, prober, client).
 
-use cutover_dataplane::model::{Departure, Mode, Policy};
-use cutover_dataplane::report::{Row, render_table};
+use clap::{Parser, Subcommand};
+use cutover_dataplane::helper::{self, ClientArgs, ProbeTarget};
+use cutover_dataplane::model::{Departure, Mode, Policy, closed_form_probe_only};
+use cutover_dataplane::params::Range;
+use cutover_dataplane::report::{CellResult, Row, render_table};
 use cutover_dataplane::sim::{Scenario, run_cell_mean};
+use cutover_dataplane::{kernel, netns};
+use std::sync::Arc;
 
-fn main() {
-    let mut rows = Vec::new();
-    for dep in [
-        Departure::Planned,
-        Departure::SilentDeath,
-        Departure::Spot { notice: 30.0 },
-        Departure::Spot { notice: 5.0 },
-    ] {
+#[derive(Parser, Debug)]
+#[command(
+    about = "Failed and broken connections per node departure: probe-only, KEP-3836, cutover"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// Which realisation runs the table: auto (kernel when namespaces and nftables work, else
+    /// user-space), kernel, userspace, or model (virtual time only).
+    #[arg(long, default_value = "auto")]
+    realisation: String,
+    /// Shorthand for --realisation userspace.
+    #[arg(long)]
+    userspace: bool,
+    /// Seeds per cell of the model's table.
+    #[arg(long, default_value_t = 400)]
+    model_seeds: u64,
+    /// Real-time cells run at once.
+    #[arg(long, default_value_t = 6)]
+    parallel: usize,
+    /// Seed of the real-time cells (one run each).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// cutover's ARM operation, "MIN,MAX" seconds (contract: NRP 10-20 s; arm-sim's default 2).
+    #[arg(long, default_value = "10,20")]
+    arm_op_s: String,
+    /// New connections per second (steady stream).
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Backend members (nodes).
+    #[arg(long, default_value_t = 4)]
+    members: usize,
+    /// U12 second pass: `Down` resets established flows.
+    #[arg(long)]
+    down_resets_established: bool,
+    /// Only these departures (comma list of planned, silent, spot30, spot5).
+    #[arg(long, default_value = "planned,silent,spot30,spot5")]
+    flows: String,
+}
+
+#[derive(Subcommand, Debug)]
+#[allow(clippy::enum_variant_names)] // the subcommand names are helper-*
+enum Cmd {
+    #[command(hide = true)]
+    HelperMember {
+        #[arg(long)]
+        id: usize,
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: String,
+        #[arg(long)]
+        service: u16,
+        #[arg(long)]
+        healthz: u16,
+        #[arg(long)]
+        hcnp: u16,
+    },
+    #[command(hide = true)]
+    HelperProber {
+        #[arg(long)]
+        interval: f64,
+        #[arg(long)]
+        http_timeout: f64,
+        #[arg(long)]
+        target: Vec<ProbeTarget>,
+    },
+    #[command(hide = true)]
+    HelperClient {
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long)]
+        pool: usize,
+        #[arg(long)]
+        pool_max_age: f64,
+        #[arg(long)]
+        pool_every: f64,
+        #[arg(long)]
+        streams: usize,
+        #[arg(long)]
+        connect_timeout: f64,
+        #[arg(long)]
+        request_timeout: f64,
+        #[arg(long)]
+        duration: f64,
+    },
+}
+
+fn parse_range(s: &str) -> anyhow::Result<Range> {
+    let p: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse())
+        .collect::<Result<_, _>>()?;
+    Ok(match p.as_slice() {
+        [v] => Range::fixed(*v),
+        [a, b] => Range::new(*a, *b),
+        _ => anyhow::bail!("MIN,MAX"),
+    })
+}
+
+fn departures(s: &str) -> anyhow::Result<Vec<Departure>> {
+    s.split(',')
+        .map(|f| {
+            Ok(match f.trim() {
+                "planned" => Departure::Planned,
+                "silent" => Departure::SilentDeath,
+                "spot30" => Departure::Spot { notice: 30.0 },
+                "spot5" => Departure::Spot { notice: 5.0 },
+                o => anyhow::bail!("unknown flow {o}"),
+            })
+        })
+        .collect()
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    match cli.cmd {
+        Some(Cmd::HelperMember {
+            id,
+            bind,
+            service,
+            healthz,
+            hcnp,
+        }) => rt.block_on(helper::member(id, &bind, service, healthz, hcnp)),
+        Some(Cmd::HelperProber {
+            interval,
+            http_timeout,
+            target,
+        }) => rt.block_on(helper::prober(target, interval, http_timeout)),
+        Some(Cmd::HelperClient {
+            target,
+            rate,
+            pool,
+            pool_max_age,
+            pool_every,
+            streams,
+            connect_timeout,
+            request_timeout,
+            duration,
+        }) => rt.block_on(helper::client(ClientArgs {
+            target,
+            new_per_sec: rate,
+            pool,
+            pool_max_age,
+            pool_every,
+            streams,
+            connect_timeout,
+            request_timeout,
+            duration,
+        })),
+        None => rt.block_on(bench(cli)),
+    }
+}
+
+async fn bench(cli: Cli) -> anyhow::Result<()> {
+    let arm = parse_range(&cli.arm_op_s)?;
+    let mut cells = Vec::new();
+    for dep in departures(&cli.flows)? {
         for pol in [Policy::Cluster, Policy::Local] {
             for mode in [Mode::ProbeOnly, Mode::Kep3836, Mode::Cutover] {
-                let sc = Scenario::new(dep, pol, mode);
-                rows.push(Row {
-                    departure: dep.to_string(),
-                    policy: pol.to_string(),
-                    mode: mode.to_string(),
-                    result: run_cell_mean(&sc, 200),
-                });
+                let mut sc = Scenario::new(dep, pol, mode);
+                sc.members = cli.members;
+                sc.clients.new_per_sec = cli.rate;
+                sc.timings.arm_operation = arm;
+                sc.unknowns.down_resets_established = cli.down_resets_established;
+                cells.push(sc);
             }
         }
     }
-    print!("{}", render_table(&rows, "model (virtual time)"));
+    let row = |sc: &Scenario, r: CellResult| Row {
+        departure: sc.departure.to_string(),
+        policy: sc.policy.to_string(),
+        mode: sc.mode.to_string(),
+        result: r,
+    };
+    println!(
+        "dataplane_bench: {} members, {} new conns/s, keep-alive pool {} (max age {} s), {} streams; probe {} s x {}; R ~ U[0, {}] s; cutover ARM operation U[{}, {}] s + A ~ U[0, {}] s; {} muxes",
+        cli.members,
+        cli.rate,
+        cells[0].clients.pool,
+        cells[0].clients.pool_max_age,
+        cells[0].clients.streams,
+        cells[0].lb.probe_interval,
+        cells[0].lb.probe_threshold,
+        cells[0].unknowns.probe_reaction_max,
+        arm.min,
+        arm.max,
+        cells[0].unknowns.admin_apply_lag_max,
+        cells[0].unknowns.muxes,
+    );
+
+    // The model's expectation (virtual time, many seeds) always.
+    let rows: Vec<Row> = cells
+        .iter()
+        .map(|sc| row(sc, run_cell_mean(sc, cli.model_seeds)))
+        .collect();
+    print!(
+        "\n{}",
+        render_table(
+            &rows,
+            &format!("model (virtual time, mean of {} seeds)", cli.model_seeds)
+        )
+    );
+    let anchor = closed_form_probe_only(cli.rate, cli.members, &cells[0].lb, &cells[0].unknowns);
+    if let Some(r) = rows.iter().find(|r| {
+        r.departure == Departure::SilentDeath.to_string()
+            && r.policy == "Cluster"
+            && r.mode == "probe-only"
+    }) {
+        println!(
+            "\nclosed form (contract section 5), probe-only silent death: λ/N × (mean W + mean R) = {} / {} × ({} + {}) = {:.1}; model {:.1} ({:+.1} %)",
+            cli.rate,
+            cli.members,
+            (f64::from(cells[0].lb.probe_threshold) + 0.5) * cells[0].lb.probe_interval,
+            cells[0].unknowns.probe_reaction_max / 2.0,
+            anchor,
+            r.result.mean_failed_new(),
+            (r.result.mean_failed_new() / anchor - 1.0) * 100.0
+        );
+    }
+
+    let realisation = if cli.userspace {
+        "userspace".to_string()
+    } else {
+        cli.realisation.clone()
+    };
+    let realisation = match realisation.as_str() {
+        "model" => return Ok(()),
+        "auto" => match netns::kernel_available() {
+            Ok(()) => "kernel".to_string(),
+            Err(e) => {
+                println!("\nkernel realisation unavailable ({e}); running the user-space fallback");
+                "userspace".to_string()
+            }
+        },
+        o => o.to_string(),
+    };
+    let exe = std::env::current_exe()?;
+    netns::remove_stale();
+    let sem = Arc::new(tokio::sync::Semaphore::new(cli.parallel.max(1)));
+    let mut tasks = Vec::new();
+    for (i, sc) in cells.iter().enumerate() {
+        let sc = sc.clone();
+        let exe = exe.clone();
+        let sem = sem.clone();
+        let real = realisation.clone();
+        let seed = cli.seed;
+        tasks.push(tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            match real.as_str() {
+                "kernel" => kernel::run_kernel_cell(&sc, seed, &exe, &format!("k{i}")).await,
+                _ => anyhow::bail!("realisation {real} not available in this build"),
+            }
+        }));
+    }
+    let mut rows = Vec::new();
+    for (sc, t) in cells.iter().zip(tasks) {
+        let mut acc = CellResult::default();
+        acc.merge(&t.await??);
+        rows.push(row(sc, acc));
+    }
+    print!(
+        "\n{}",
+        render_table(
+            &rows,
+            &format!(
+                "{realisation} (real time, one run per cell, seed {})",
+                cli.seed
+            )
+        )
+    );
+    Ok(())
 }
