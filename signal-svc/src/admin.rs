@@ -1,6 +1,6 @@
 //! Admin HTTP server: `/live`, `/ready`, `/metrics` (separate from any data path).
 
-use crate::state::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;

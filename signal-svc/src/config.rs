@@ -192,7 +192,7 @@ pub struct Config {
     pub namespace: String,
     pub identity: String,
     pub lease_name: String,
-    pub lease: crate::domain::term::Timings,
+    pub lease: crate::core::term::Timings,
     pub assignment_valid_for: Duration,
     pub actuator_keepalive: Duration,
     pub discovery: Discovery,
@@ -200,7 +200,7 @@ pub struct Config {
     pub tls: Option<TlsMaterial>,
     pub extra_taint_keys: Vec<String>,
     /// Which built-in triggers are on.
-    pub built_ins: crate::domain::taints::BuiltIns,
+    pub built_ins: crate::core::taints::BuiltIns,
     pub admin_listen: SocketAddr,
     pub resync_interval: Duration,
     pub dry_run: bool,
@@ -367,7 +367,7 @@ impl Args {
             namespace: self.namespace,
             identity,
             lease_name: self.lease.lease_name,
-            lease: crate::domain::term::Timings {
+            lease: crate::core::term::Timings {
                 duration: self.lease.lease_duration,
                 renew_deadline: self.lease.lease_renew_deadline,
                 renew_interval: self.lease.lease_renew_interval,
@@ -379,7 +379,7 @@ impl Args {
             resolve_interval: RESOLVE_INTERVAL,
             tls,
             extra_taint_keys: extra,
-            built_ins: crate::domain::taints::BuiltIns {
+            built_ins: crate::core::taints::BuiltIns {
                 karpenter_disrupted: self.triggers.trigger_karpenter_disrupted,
                 cluster_autoscaler: self.triggers.trigger_cluster_autoscaler,
                 exclude_label: self.triggers.trigger_exclude_label,
@@ -470,7 +470,7 @@ mod tests {
         assert_eq!(c.resync_interval, Duration::from_secs(300));
         assert_eq!(c.shutdown_grace, Duration::from_secs(10));
         assert_eq!(c.admin_listen.to_string(), "0.0.0.0:9090");
-        assert_eq!(c.built_ins, crate::domain::taints::BuiltIns::default());
+        assert_eq!(c.built_ins, crate::core::taints::BuiltIns::default());
     }
 
     #[test]

@@ -1,41 +1,35 @@
 //! signal-svc: turns Kubernetes node signals into desired Azure Load Balancer admin states.
 //!
-//! Data flow:
+//! Data flow, one stage folder each:
 //! ```text
-//! kube watches (Nodes, PreemptScheduled Events)          [watch]
-//!     -> NodeIndex (pure: desired state per node UID)     [domain::index]
-//!     -> Dispatcher (pure: versions, every node asserted,  [domain::dispatch]
+//! kube watches (Nodes, PreemptScheduled Events)          [k8s::watch]
+//!     -> NodeIndex (pure: desired state per node UID)     [core::index]
+//!     -> Dispatcher (pure: versions, every node asserted,  [core::dispatch]
 //!        per-endpoint dirty sets)
 //!     -> one gRPC stream per actuator endpoint (leader)   [stream]
-//!     <- NodeResults -> Node events + metrics             [results]
-//! desired state + fleet-wide phase -> Node condition      [gate, domain::gate]
+//!     <- NodeResults -> Node events + metrics             [stream::results, writers::events]
+//! desired state + fleet-wide phase -> Node condition      [writers::gate, core::gate]
 //!    LoadBalancerAdminStateDown (leader, nodes/status)
-//! NodeIndex taint requests -> TaintWriter (leader)        [taint]
-//! actuator HoldRequests -> Node annotation (leader)      [hold]
-//! fleet-wide NodeStatus -> every actuator stream         [fleet]
-//! Lease (RV-checked PUT) -> term and epoch               [leader, lease_lock,
-//!                                                          leadership, domain::term]
+//! NodeIndex taint requests -> TaintWriter (leader)        [writers::taint]
+//! actuator HoldRequests -> Node annotation (leader)      [writers::hold]
+//! fleet-wide NodeStatus -> every actuator stream         [stream::fleet]
+//! Lease (RV-checked PUT) -> term and epoch               [leadership, core::lease,
+//!                                                          core::term, shared::gating]
 //! ```
-//! Decisions live in [`domain`] (no I/O); everything else is a thin adapter wired in
-//! [`runtime::run`].
+//! Layers, bottom up; a module imports only from its own layer or below:
+//! [`core`] (pure decisions, no I/O) < [`config`], [`metrics`] < [`shared`] (state every task
+//! shares, behind methods) < [`writers`] (the leader's writes to Kubernetes) < [`k8s`],
+//! [`leadership`] < [`stream`] < [`runtime`] (the table of tasks), [`admin`].
 
 pub mod admin;
 pub mod config;
 pub mod config_error;
-pub mod discovery;
-pub mod domain;
-pub mod fleet;
-pub mod gate;
-pub mod hold;
-pub mod leader;
+pub mod core;
+pub mod k8s;
 pub mod leadership;
-pub mod lease_lock;
 pub mod metrics;
-pub mod results;
 pub mod runtime;
-pub mod slim_node;
-pub mod state;
+pub mod shared;
 pub mod stream;
-pub mod taint;
 pub mod tls_reload;
-pub mod watch;
+pub mod writers;

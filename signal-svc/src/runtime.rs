@@ -1,13 +1,17 @@
 //! Wiring: builds the client, binds the admin port, spawns every task, drains on shutdown.
 
 use crate::config::{Config, Discovery};
-use crate::domain::dispatch::Dispatcher;
-use crate::domain::index::NodeIndex;
-use crate::domain::taints::TriggerSet;
-use crate::leader::LeaseConfig;
-use crate::state::{Core, Shared};
+use crate::core::dispatch::Dispatcher;
+use crate::core::index::NodeIndex;
+use crate::core::taints::TriggerSet;
+use crate::k8s::watch;
+use crate::leadership::election as leader;
+use crate::leadership::election::LeaseConfig;
+use crate::shared::{Core, Shared};
 use crate::stream::StreamConfig;
-use crate::{admin, discovery, gate, leader, results, stream, taint, watch};
+use crate::stream::{discovery, results};
+use crate::writers::{gate, taint};
+use crate::{admin, stream};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,7 +130,7 @@ impl Service {
         let shared = Arc::new(
             Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
                 .with_assignment_valid_for(config.assignment_valid_for)
-                .with_hold_writer(crate::hold::HoldWriter::new(client.clone())),
+                .with_hold_writer(crate::writers::hold::HoldWriter::new(client.clone())),
         );
         let stop = shutdown.child_token();
         let (ep_tx, ep_rx) = tokio_watch::channel(Vec::new());

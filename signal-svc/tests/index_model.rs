@@ -16,10 +16,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use signal_svc::domain::dispatch::Dispatcher;
-use signal_svc::domain::event::EventView;
-use signal_svc::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
-use signal_svc::domain::taints::{
+use signal_svc::core::dispatch::Dispatcher;
+use signal_svc::core::event::EventView;
+use signal_svc::core::index::{Change, Desired, NodeIndex, Output, TaintRequest};
+use signal_svc::core::taints::{
     DRAINING, OUT_OF_SERVICE, SHUTDOWN, SPOT_EVICTION, SPOT_NOTICE_HANDLED, TriggerSet,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};

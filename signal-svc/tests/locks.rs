@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used)]
 
 use cutover_proto::v1::{NodeRef, NodeResult, ResultPhase, Version};
-use signal_svc::domain::dispatch::Dispatcher;
-use signal_svc::domain::index::NodeIndex;
-use signal_svc::domain::taints::TriggerSet;
-use signal_svc::state::{Core, Shared};
+use signal_svc::core::dispatch::Dispatcher;
+use signal_svc::core::index::NodeIndex;
+use signal_svc::core::taints::TriggerSet;
+use signal_svc::shared::{Core, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ fn paths() -> Vec<Path> {
                 phase: ResultPhase::Effective as i32,
                 ..NodeResult::default()
             };
-            let _ = signal_svc::results::handle(s, &r, jiff::Timestamp::now());
+            let _ = signal_svc::stream::results::handle(s, &r, jiff::Timestamp::now());
         }),
         ("assign", |s| {
             let _ = s.assign.lock().owners();

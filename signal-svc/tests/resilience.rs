@@ -7,11 +7,11 @@ mod common;
 
 use common::*;
 use cutover_proto::v1::AdminState;
-use signal_svc::domain::dispatch::Dispatcher;
-use signal_svc::domain::index::{Change, Desired, DesiredState, NodeIndex, Output};
-use signal_svc::domain::node::NodeView;
-use signal_svc::domain::taints::TriggerSet;
-use signal_svc::state::{Core, Shared};
+use signal_svc::core::dispatch::Dispatcher;
+use signal_svc::core::index::{Change, Desired, DesiredState, NodeIndex, Output};
+use signal_svc::core::node::NodeView;
+use signal_svc::core::taints::TriggerSet;
+use signal_svc::shared::{Core, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -481,7 +481,7 @@ async fn service_discovery_resolves_every_address() {
         host: "localhost".into(),
         port: 9443,
     };
-    let task = tokio::spawn(signal_svc::discovery::run(
+    let task = tokio::spawn(signal_svc::stream::discovery::run(
         d,
         Duration::from_millis(100),
         tx,

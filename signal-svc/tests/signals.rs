@@ -347,12 +347,14 @@ async fn taint_patch_survives_concurrent_writers() {
         })
     };
     let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.client.clone());
-    let req = signal_svc::domain::index::TaintRequest {
+    let req = signal_svc::core::index::TaintRequest {
         name: node.clone(),
         uid,
     };
-    let outcome = signal_svc::taint::add_taint(&api, &req).await.unwrap();
-    assert_eq!(outcome, signal_svc::taint::Outcome::Added);
+    let outcome = signal_svc::writers::taint::add_taint(&api, &req)
+        .await
+        .unwrap();
+    assert_eq!(outcome, signal_svc::writers::taint::Outcome::Added);
     writer.await.unwrap();
     c.sim().set_latency(Duration::ZERO);
     let taints = c.taints(&node).await;
@@ -367,13 +369,15 @@ async fn taint_patch_survives_concurrent_writers() {
     // Our patches carried a precondition: a conflict shows up as a 409 in the log, or none
     // raced. Either way a second call is a no-op.
     assert_eq!(
-        signal_svc::taint::add_taint(&api, &req).await.unwrap(),
-        signal_svc::taint::Outcome::AlreadyPresent
+        signal_svc::writers::taint::add_taint(&api, &req)
+            .await
+            .unwrap(),
+        signal_svc::writers::taint::Outcome::AlreadyPresent
     );
 
     // Injected 409 on the patch: re-read and retry.
     let node2 = names[1].clone();
-    let req2 = signal_svc::domain::index::TaintRequest {
+    let req2 = signal_svc::core::index::TaintRequest {
         name: node2.clone(),
         uid: c.uid(&node2).await,
     };
@@ -381,8 +385,10 @@ async fn taint_patch_survives_concurrent_writers() {
     rule.verb = Some("PATCH".into());
     c.sim().fail_next(rule);
     assert_eq!(
-        signal_svc::taint::add_taint(&api, &req2).await.unwrap(),
-        signal_svc::taint::Outcome::Added
+        signal_svc::writers::taint::add_taint(&api, &req2)
+            .await
+            .unwrap(),
+        signal_svc::writers::taint::Outcome::Added
     );
     let patches = c
         .sim()
@@ -392,13 +398,15 @@ async fn taint_patch_survives_concurrent_writers() {
         .count();
     assert_eq!(patches, 3, "two conflicts then success");
     // A replaced node (other UID) is not tainted.
-    let gone = signal_svc::domain::index::TaintRequest {
+    let gone = signal_svc::core::index::TaintRequest {
         name: names[2].clone(),
         uid: "not-this-one".into(),
     };
     assert_eq!(
-        signal_svc::taint::add_taint(&api, &gone).await.unwrap(),
-        signal_svc::taint::Outcome::Gone
+        signal_svc::writers::taint::add_taint(&api, &gone)
+            .await
+            .unwrap(),
+        signal_svc::writers::taint::Outcome::Gone
     );
 }
 

@@ -27,12 +27,12 @@
 
 use actuator_svc::state::ownership::{Grant, Ownership, Renewals};
 use cutover_proto::v1::{Assignment, Version};
-use signal_svc::domain::assign::{Assigner, StreamId};
-use signal_svc::domain::dispatch::Dispatcher;
-use signal_svc::domain::index::{Change, Desired, DesiredState};
-use signal_svc::domain::lease::{Decision, Epochs, LeaseRecord, Observer, decide};
-use signal_svc::domain::node::NodeView;
-use signal_svc::domain::term::{Standing, Term, Timings};
+use signal_svc::core::assign::{Assigner, StreamId};
+use signal_svc::core::dispatch::Dispatcher;
+use signal_svc::core::index::{Change, Desired, DesiredState};
+use signal_svc::core::lease::{Decision, Epochs, LeaseRecord, Observer, decide};
+use signal_svc::core::node::NodeView;
+use signal_svc::core::term::{Standing, Term, Timings};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use tokio::time::Instant;

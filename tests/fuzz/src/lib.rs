@@ -22,7 +22,7 @@ use cutover_proto::v1::{
 };
 use prost::Message;
 use serde_json::Value;
-use signal_svc::domain::{event::EventView, node::NodeView, notice};
+use signal_svc::core::{event::EventView, node::NodeView, notice};
 
 /// A fuzz target: bytes in, nothing out; it must not panic.
 pub type Target = fn(&[u8]);

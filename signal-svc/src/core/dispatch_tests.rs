@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::node::NodeView;
+use crate::core::node::NodeView;
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()

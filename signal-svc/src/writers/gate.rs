@@ -1,5 +1,5 @@
 //! The gate writer: keeps the Node condition `LoadBalancerAdminStateDown` (decided by
-//! [`crate::domain::gate`]) on the Node through `PATCH nodes/<name>/status`, leader only.
+//! [`crate::core::gate`]) on the Node through `PATCH nodes/<name>/status`, leader only.
 //!
 //! Data flow: the node watch reports each Node's condition and desired-state changes
 //! ([`GateHandle::node_applied`]); fleet-wide phases arrive on `Shared::statuses` (sent by
@@ -13,10 +13,10 @@
 //! recreated under the same name answers 409 and is left alone. RBAC: `patch` on
 //! `nodes/status`, nothing else.
 
-use crate::domain::FIELD_MANAGER;
-use crate::domain::gate::{CONDITION_TYPE, Gate, GateCondition, GateStatus, observed};
-use crate::domain::index::Desired;
-use crate::state::Shared;
+use crate::core::FIELD_MANAGER;
+use crate::core::gate::{CONDITION_TYPE, Gate, GateCondition, GateStatus, observed};
+use crate::core::index::Desired;
+use crate::shared::Shared;
 use cutover_proto::v1::AdminState;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};

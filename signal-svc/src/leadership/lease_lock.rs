@@ -1,14 +1,12 @@
 //! The Lease as a lock, client-go `LeaseLock` style: GET, POST on 404, PUT with the
 //! resourceVersion from the GET (409 = another candidate wrote in between). kube 5 has no
 //! leader election of its own. One call of [`LeaseLock::try_once`] is one attempt; the
-//! caller ([`crate::leader`]) decides what a success or a failure means for its term.
+//! caller ([`crate::leadership::election`]) decides what a success or a failure means for its term.
 //!
 //! The leader renews with a PUT on top of its previous write's answer (no GET), so a healthy
 //! leader costs one request per renewal; after a failure or a conflict it GETs first.
 
-use crate::domain::lease::{
-    DURATION_MS_ANNOTATION, Decision, Epochs, LeaseRecord, Observer, decide,
-};
+use crate::core::lease::{DURATION_MS_ANNOTATION, Decision, Epochs, LeaseRecord, Observer, decide};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};

@@ -1,5 +1,5 @@
 //! Leader election with client-go's semantics on a coordination.k8s.io/v1 Lease
-//! ([`crate::lease_lock`] does the I/O, [`crate::domain::term`] the timing rules):
+//! ([`crate::leadership::lease_lock`] does the I/O, [`crate::core::term`] the timing rules):
 //!
 //! - the leader renews every `renew_interval`; each attempt is bounded by the time left
 //!   before its renew deadline, counted from the last *successful* renewal, and a failed or
@@ -16,10 +16,10 @@
 //! actuator refuses our hello because it accepted a higher epoch (the Lease was deleted and
 //! recreated below it), the leader raises its own Lease above it with an RV-checked PUT.
 
-use crate::domain::lease::Epochs;
-use crate::domain::term::{Standing, Term, Timings};
-use crate::lease_lock::{LeaseLock, Step};
-use crate::state::Shared;
+use crate::core::lease::Epochs;
+use crate::core::term::{Standing, Term, Timings};
+use crate::leadership::lease_lock::{LeaseLock, Step};
+use crate::shared::Shared;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use std::convert::Infallible;

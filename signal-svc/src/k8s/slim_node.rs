@@ -8,8 +8,8 @@
 //! Lenient like the `DynamicObject` path it replaces: a leaf of the wrong shape does not fail a
 //! whole LIST page; it marks the object malformed, and the watch skips it with one warning.
 
-use crate::domain::hold::HOLD_ANNOTATION;
-use crate::domain::taints::{EXCLUDE_FROM_LB_LABEL, SPOT_NOTICE_HANDLED};
+use crate::core::hold::HOLD_ANNOTATION;
+use crate::core::taints::{EXCLUDE_FROM_LB_LABEL, SPOT_NOTICE_HANDLED};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;

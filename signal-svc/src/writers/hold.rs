@@ -1,5 +1,5 @@
 //! The hold writer: answers an actuator's `HoldRequest` by setting or removing the Node
-//! annotation `cutover.io/hold` (see [`crate::domain::hold`]), on the leader only.
+//! annotation `cutover.io/hold` (see [`crate::core::hold`]), on the leader only.
 //!
 //! A merge patch of one annotation key, carrying the Node's UID and resourceVersion as
 //! preconditions: a node recreated under the same name is never held by a request meant for
@@ -8,8 +8,8 @@
 //! epoch, or a suspended term) writes nothing. The watch then turns the annotation into a
 //! desired state for every actuator replica, like any taint.
 
-use crate::domain::FIELD_MANAGER;
-use crate::domain::hold::{self, HOLD_ANNOTATION, Hold};
+use crate::core::FIELD_MANAGER;
+use crate::core::hold::{self, HOLD_ANNOTATION, Hold};
 use cutover_proto::v1::{HoldAck, HoldRequest, SignalMessage, signal_message::Kind};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};

@@ -2,8 +2,8 @@
 //! phase once per version (a resync re-sends the same version; it must not repeat events).
 //! Several replicas each cover their load balancers; [`Coverage`] combines them.
 
-use crate::domain::coverage::{Coverage, Reached};
-use crate::state::Shared;
+use crate::core::coverage::{Coverage, Reached};
+use crate::shared::Shared;
 use cutover_proto::v1::{AdminState, NodeResult, ResultPhase};
 use jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -61,7 +61,7 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         // regression goes out as ACCEPTED: it wakes the gate writer (which reads the
         // regression from the coverage), and actuators keep their EFFECTIVE (phases only move
         // forward there within a version).
-        let _ = shared.statuses.send(crate::state::node_status(
+        let _ = shared.statuses.send(crate::shared::node_status(
             &node.name, &node.uid, version, phase,
         ));
     }
@@ -232,11 +232,11 @@ pub fn dispatch_result(shared: &Arc<Shared>, events: &mpsc::Sender<NodeEvent>, r
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::dispatch::Dispatcher;
-    use crate::domain::index::{Change, Desired, DesiredState, NodeIndex, Output};
-    use crate::domain::node::NodeView;
-    use crate::domain::taints::TriggerSet;
-    use crate::state::Core;
+    use crate::core::dispatch::Dispatcher;
+    use crate::core::index::{Change, Desired, DesiredState, NodeIndex, Output};
+    use crate::core::node::NodeView;
+    use crate::core::taints::TriggerSet;
+    use crate::shared::Core;
     use cutover_proto::v1::NodeRef;
     use cutover_proto::v1::Version;
 

@@ -1,9 +1,9 @@
 //! Fleet-wide node status for every actuator stream: the phase the union of all replicas'
-//! results has reached for a node's version ([`crate::domain::coverage`]). Any actuator
+//! results has reached for a node's version ([`crate::core::coverage`]). Any actuator
 //! replica can then answer whether a node is effective everywhere, whoever writes each load
 //! balancer, and a tool waiting on one replica sees another replica's writes complete.
 
-use crate::state::Shared;
+use crate::shared::Shared;
 use cutover_proto::v1::{SignalMessage, signal_message::Kind};
 use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc};

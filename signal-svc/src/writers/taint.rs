@@ -6,10 +6,10 @@
 //! `uid`) as preconditions: a concurrent writer makes it fail with 409, and we re-read and
 //! retry instead of dropping their change. Any taint with the draining key means "done".
 
-use crate::domain::FIELD_MANAGER;
-use crate::domain::index::TaintRequest;
-use crate::domain::taints::{DRAINING, DRAINING_EFFECT, SPOT_EVICTION, SPOT_NOTICE_HANDLED};
-use crate::state::Shared;
+use crate::core::FIELD_MANAGER;
+use crate::core::index::TaintRequest;
+use crate::core::taints::{DRAINING, DRAINING_EFFECT, SPOT_EVICTION, SPOT_NOTICE_HANDLED};
+use crate::shared::Shared;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::HashSet;

@@ -1,15 +1,17 @@
 //! State shared by the adapters: the pure core behind one lock, readiness, leadership
-//! ([`crate::leadership`]).
+//! ([`crate::shared::gating`]).
 //!
 //! Lock order: no method of [`Shared`] holds two of its locks at once (`core`, `reported`,
 //! `assign`, `notifies`, `streams_ready`): each takes what it needs, copies it out and
 //! releases it before taking the next. Callers outside this file follow the same rule;
 //! `tests/locks.rs` runs every pair of lock-taking paths concurrently under a timeout.
 
-use crate::domain::assign::Assigner;
-use crate::domain::coverage::Coverage;
-use crate::domain::dispatch::Dispatcher;
-use crate::domain::index::{Change, Desired, NodeIndex, Output, TaintRequest};
+pub mod gating;
+
+use crate::core::assign::Assigner;
+use crate::core::coverage::Coverage;
+use crate::core::dispatch::Dispatcher;
+use crate::core::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
 use cutover_proto::v1::{NodeRef, NodeStatus, ResultPhase, Version};
 use jiff::Timestamp;
@@ -66,7 +68,7 @@ pub struct Shared {
     /// Asks the node watch for a new list (see [`Shared::want_fresh_node_list`]).
     relist: Notify,
     events_synced: AtomicBool,
-    /// The epoch streams run under (`None`: not leading); see [`crate::leadership`].
+    /// The epoch streams run under (`None`: not leading); see [`crate::shared::gating`].
     pub(crate) leader_tx: watch::Sender<Option<u64>>,
     /// The term is renewed within its deadline: taints, holds and stream writes may go out.
     pub(crate) active: AtomicBool,
@@ -74,7 +76,7 @@ pub struct Shared {
     /// not known yet). Checked on every write, so a process frozen past it (SIGSTOP, a long
     /// GC-like stall of the host) writes nothing when it wakes, whichever task runs first.
     pub(crate) writable_until: Mutex<Option<tokio::time::Instant>>,
-    /// Bumped when writes resume under the same epoch (see [`crate::leadership`]).
+    /// Bumped when writes resume under the same epoch (see [`crate::shared::gating`]).
     pub(crate) resumed: watch::Sender<u64>,
     /// The highest epoch an actuator reported having accepted.
     pub(crate) epoch_floor: AtomicU64,
@@ -87,7 +89,7 @@ pub struct Shared {
     /// Fleet-wide phases as they are reached, for every actuator stream (leader only).
     pub statuses: broadcast::Sender<NodeStatus>,
     /// Writes tool holds on Nodes (absent in tests that do not talk to Kubernetes).
-    pub holds: Option<crate::hold::HoldWriter>,
+    pub holds: Option<crate::writers::hold::HoldWriter>,
 }
 
 impl Shared {
@@ -125,7 +127,7 @@ impl Shared {
     }
 
     /// Lets the leader write tool holds on Nodes.
-    pub fn with_hold_writer(mut self, writer: crate::hold::HoldWriter) -> Self {
+    pub fn with_hold_writer(mut self, writer: crate::writers::hold::HoldWriter) -> Self {
         self.holds = Some(writer);
         self
     }
@@ -367,7 +369,7 @@ pub fn node_status(name: &str, uid: &str, version: Version, phase: ResultPhase) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::taints::TriggerSet;
+    use crate::core::taints::TriggerSet;
     use std::time::Duration;
 
     fn shared() -> Shared {

@@ -7,11 +7,11 @@
 //! logged once and skipped instead of failing a whole list page. No reflector store: the
 //! index keeps its own compact state.
 
-use crate::domain::event::EventView;
-use crate::domain::index::Change;
-use crate::gate::GateHandle;
-use crate::slim_node::SlimNode;
-use crate::state::Shared;
+use crate::core::event::EventView;
+use crate::core::index::Change;
+use crate::k8s::slim_node::SlimNode;
+use crate::shared::Shared;
+use crate::writers::gate::GateHandle;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};

@@ -1,6 +1,6 @@
 use super::*;
-use crate::domain::hold::HOLD_ANNOTATION;
-use crate::domain::taints::{
+use crate::core::hold::HOLD_ANNOTATION;
+use crate::core::taints::{
     BuiltIns, DRAINING, EXCLUDE_FROM_LB_LABEL, KARPENTER_DISRUPTED, OUT_OF_SERVICE, SHUTDOWN,
     SPOT_EVICTION, SPOT_NOTICE_HANDLED, TO_BE_DELETED_BY_CA,
 };

@@ -9,15 +9,19 @@
 //! nothing. Failures reconnect with capped, jittered backoff; a hello refused because the
 //! actuator accepted a higher epoch reports that epoch, so the leader raises its own.
 
+pub mod discovery;
+pub mod fleet;
+pub mod results;
+
 use crate::config::TlsMaterial;
-use crate::domain::assign::{Outcome, StreamId};
-use crate::domain::backoff::Backoff;
-use crate::results::{self, NodeEvent};
-use crate::state::Shared;
+use crate::core::assign::{Outcome, StreamId};
+use crate::core::backoff::Backoff;
+use crate::shared::Shared;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::{
     Hello, SignalMessage, Snapshot, SnapshotEnd, actuator_message, signal_message::Kind,
 };
+use results::NodeEvent;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -324,7 +328,7 @@ async fn connection(
                         }
                         Some(actuator_message::Kind::HoldRequest(req)) => {
                             let leader = shared.clone();
-                            crate::hold::serve(
+                            crate::writers::hold::serve(
                                 shared.holds.clone(),
                                 shared.dry_run,
                                 move || leader.leader_epoch() == Some(epoch),
@@ -391,7 +395,7 @@ async fn connection(
         // Refused (e.g. a stale epoch): the reader has the actuator's status.
         return Err(end_of(endpoint, &mut reader_done).await);
     }
-    let _statuses = AbortOnDrop(crate::fleet::forward(shared, tx.downgrade()));
+    let _statuses = AbortOnDrop(crate::stream::fleet::forward(shared, tx.downgrade()));
     let load_balancers = tokio::select! {
         biased;
         end = &mut reader_done => {
@@ -636,10 +640,10 @@ pub async fn manager(
 #[cfg(test)]
 mod tests {
     use super::writable;
-    use crate::domain::dispatch::Dispatcher;
-    use crate::domain::index::NodeIndex;
-    use crate::domain::taints::TriggerSet;
-    use crate::state::{Core, Shared};
+    use crate::core::dispatch::Dispatcher;
+    use crate::core::index::NodeIndex;
+    use crate::core::taints::TriggerSet;
+    use crate::shared::{Core, Shared};
     use std::time::Duration;
     use tokio::sync::mpsc;
     use tokio::time::Instant;

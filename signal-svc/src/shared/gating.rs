@@ -1,4 +1,4 @@
-//! What leadership lets this process do, as [`crate::leader`] decides it:
+//! What leadership lets this process do, as [`crate::leadership::election`] decides it:
 //!
 //! - **leading** ([`Shared::lead`]): streams run under the epoch; taints, holds and stream
 //!   writes go out. Leading again with the *same* epoch (a renewal after a suspension, or
@@ -11,7 +11,7 @@
 //! Actuators report the highest epoch they accepted when they refuse ours
 //! ([`Shared::report_accepted_epoch`]); the leader then raises its Lease above it.
 
-use crate::state::Shared;
+use crate::shared::Shared;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::{Notify, watch};
@@ -158,10 +158,10 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::dispatch::Dispatcher;
-    use crate::domain::index::NodeIndex;
-    use crate::domain::taints::TriggerSet;
-    use crate::state::{Core, Shared};
+    use crate::core::dispatch::Dispatcher;
+    use crate::core::index::NodeIndex;
+    use crate::core::taints::TriggerSet;
+    use crate::shared::{Core, Shared};
     use std::time::Duration;
     use tokio::sync::mpsc;
     use tokio::time::Instant;
@@ -198,7 +198,7 @@ mod tests {
     /// soak saw a noticed node never cut.
     #[tokio::test]
     async fn a_notice_seen_while_suspended_is_tainted_on_resume() {
-        use crate::domain::event::EventView;
+        use crate::core::event::EventView;
         use k8s_openapi::api::core::v1::{Node, NodeSpec};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
         let (tx, mut rx) = mpsc::unbounded_channel();

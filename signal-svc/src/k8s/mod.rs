@@ -1,0 +1,8 @@
+//! Kubernetes in: the Node and Event watches, turned into calls on the pure [`crate::core`]
+//! index through [`crate::shared::Shared`].
+//!
+//! - [`watch`]: the watch tasks (Nodes with a relist on demand, `PreemptScheduled` Events).
+//! - [`slim_node`]: the slim Node the watch decodes (only the fields the core reads).
+
+pub mod slim_node;
+pub mod watch;

@@ -1,0 +1,9 @@
+//! The leader's writes to Kubernetes, each one task fed by the stages above it.
+//!
+//! - [`taint`]: the Spot-eviction draining taint.
+//! - [`gate`]: the drain-gate Node condition `LoadBalancerAdminStateDown`.
+//! - [`hold`]: tool holds stored as a Node annotation.
+
+pub mod gate;
+pub mod hold;
+pub mod taint;
