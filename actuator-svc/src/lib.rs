@@ -2,11 +2,11 @@
 //!
 //! Data flow, top to bottom as the tree reads:
 //! ```text
-//! signal-svc ─gRPC stream─▶ grpc ─▶ inbound ──offer──▶ state::Store ──notify──▶ writer (one per LB)
-//! tools ──unary RPCs─────▶   │     (validate,              ▲  results             │ plan (pure) on plan::cache
-//!                            ◀──── NodeResults ────────────┘                      ▼
-//!                                  tools, holds)                    arm::client (budget, retry) ──▶ ARM
-//!                                                                    lb: the LB document as bytes (pure)
+//! signal-svc ─gRPC stream─▶ grpc ─▶ inbound::stream ─offer─▶ state::Store ─notify─▶ writer (one per LB)
+//! tools ──unary RPCs─────▶   │  ─▶ inbound::tools           ▲   results           │ plan (pure) on plan::cache
+//!                            ◀──── NodeResults ─────────────┘                     ▼
+//!                                                                arm::client (budget, retry) ──▶ ARM
+//!                                                                lb: the LB document as bytes (pure)
 //! ```
 //! Layers, each importing only from the ones below it (no `crate::` import runs back up):
 //! - `lb` (pure, imports nothing from the crate): scanning, reading and splicing LB documents,
@@ -18,10 +18,11 @@
 //! - `credentials`: azure_identity 1.x (implements `arm::TokenSource`); `plan` (pure): the
 //!   coalesced entry changes of one write round, with `cache` (pool indexes) and `guard`
 //!   (blast radius); `state`: desired states, per-LB progress, results, `ownership`, `uplink`.
-//! - `writer`: one task per load balancer; `inbound`: request validation, the tool RPCs,
-//!   durable holds relayed to signal-svc.
-//! - `grpc`: the `cutover.v1.Actuator` service with mTLS allow-lists; `admin`: `/live`,
-//!   `/ready`, `/metrics`.
+//! - `writer`: one task per load balancer; `inbound`: the desired-state stream (`stream`, the
+//!   loop, over `session`, its pure protocol), the tool RPCs (`tools`), durable holds relayed
+//!   to signal-svc (`holds`), request validation (`validate`).
+//! - `grpc`: the `cutover.v1.Actuator` service, mapping tonic to `inbound` behind mTLS
+//!   allow-lists; `admin`: `/live`, `/ready`, `/metrics`.
 //! - `config::cli` (flags), `preflight` (`--preflight`, a read-only report of what cutover
 //!   would manage and what blocks it; classification is pure), `runtime` (wiring and drain).
 

@@ -9,6 +9,7 @@ use crate::bootstrap;
 use crate::config::azure_json::{AzureConfig, EnvOverrides, PoolConfigType};
 use crate::config::cli::Args;
 use crate::grpc::{self, auth::AllowLists, service::ActuatorService};
+use crate::inbound::Inbound;
 use crate::inbound::tools::{ToolLimiter, UnknownNodes};
 use crate::metrics::Metrics;
 use crate::plan::cache::SharedCache;
@@ -271,21 +272,23 @@ impl Parts {
         read: Limits,
     ) -> ActuatorService {
         ActuatorService {
-            store: self.store.clone(),
-            cache: self.cache.clone(),
-            arm: self.arm.clone(),
+            inbound: Inbound {
+                store: self.store.clone(),
+                cache: self.cache.clone(),
+                arm: self.arm.clone(),
+                identity: args.identity.clone(),
+                cluster_name: args.cluster_name.clone(),
+                shutdown: self.shutdown.clone(),
+                guard: writer_cfg.guard.clone(),
+                limiter: Arc::new(ToolLimiter::new(args.tool_rate, args.tool_burst)),
+                unknown: Arc::new(UnknownNodes::new(args.unknown_node_refresh)),
+                tool_reads: Arc::new(Mutex::new(ToolShare::new(
+                    read,
+                    tokio::time::Instant::now(),
+                ))),
+                metrics: self.metrics.clone(),
+            },
             lists,
-            identity: args.identity.clone(),
-            cluster_name: args.cluster_name.clone(),
-            shutdown: self.shutdown.clone(),
-            guard: writer_cfg.guard.clone(),
-            limiter: Arc::new(ToolLimiter::new(args.tool_rate, args.tool_burst)),
-            unknown: Arc::new(UnknownNodes::new(args.unknown_node_refresh)),
-            tool_reads: Arc::new(Mutex::new(ToolShare::new(
-                read,
-                tokio::time::Instant::now(),
-            ))),
-            metrics: self.metrics.clone(),
         }
     }
 
