@@ -1,7 +1,8 @@
 //! One writer task per load balancer: the only code of this replica that writes that LB, and
 //! it writes only while the replica owns the LB (`state::ownership`) or for tool requests.
 //!
-//! A round, as a list of steps (this file runs them; each job has its own file):
+//! A round, as a list of steps (`round` runs them, `run` here runs the rounds; each job has
+//! its own file):
 //! 1. **read** (`base`): GET the LB unless the last read is still a usable base;
 //! 2. **wait** (`track`): if an operation runs on it (ours, another replica's,
 //!    cloud-provider-azure's), read it until the operation ends (`completion` paces the
@@ -23,17 +24,15 @@ mod execute;
 mod not_written;
 mod outcome;
 mod restore;
+mod round;
 mod track;
 
 pub use completion::{Durations, PollPace, Steps};
 pub use track::InFlight;
 
 use base::Base;
-use execute::{WriteError, WriteIds};
 
-use crate::arm::retry::{Attempts, Next};
 use crate::arm::{ArmClient, ArmError, retry::Backoff};
-use crate::lb::doc::Provisioning;
 use crate::metrics::Metrics;
 use crate::plan::cache::{BaseCache, DEFAULT_BASE_BUDGET, SharedCache};
 use crate::plan::guard::Guard;
@@ -212,231 +211,6 @@ impl Writer {
         self.metrics.guard_refused(&self.lb, refused.len());
         self.cfg.guard.record(&self.lb, refused);
         plan
-    }
-
-    /// Ends a round whose write kept being refused: its nodes are told FAILED (will retry)
-    /// with `reason`, and the round is tried again after a backoff that grows while this goes
-    /// on (and is at least ARM's `Retry-After`).
-    fn give_up(
-        &mut self,
-        changed: &[(&plan::TargetPlan, &TargetView)],
-        reason: String,
-        e: Option<&ArmError>,
-    ) -> Duration {
-        let wait = match e {
-            Some(e) => retry_wait(e, &mut self.backoff),
-            None => self.backoff.next_delay(jitter()),
-        }
-        .max(GIVE_UP_PAUSE);
-        tracing::warn!(%reason, wait_ms = wait.as_millis() as u64, "write given up for now");
-        for (tp, tv) in changed {
-            self.store.fail(&tp.key, tv.version, reason.clone(), true);
-        }
-        wait
-    }
-
-    /// One round. `Err(wait)`: try again after `wait`.
-    async fn round(&mut self, heal: bool) -> Result<(), Duration> {
-        let mut must_read = heal;
-        let mut refreshed_for_unknown = false;
-        let mut failures = 0u32;
-        // Lock conflicts and 412s of this round's write, each retried at once but bounded.
-        let mut attempts = Attempts::default();
-        // After a lock conflict: no PUT before ARM's Retry-After, unless this LB showed the
-        // holder's operation and we saw it end (a surer sign than the hint).
-        let mut locked_until: Option<Instant> = None;
-        let mut ids = WriteIds::default();
-        // Level-triggered restore runs on the self-heal read (a fresh one), once a round.
-        let mut check_restore = heal;
-        // A replica that neither owns this LB nor holds a tool request for it writes nothing,
-        // so it reads nothing either: every replica gets every desired state, and reading the
-        // LB on each of them made N replicas cost N times the reads of one (only the self-heal
-        // tick refreshes a non-owner's copy, for Get and a later takeover).
-        if !heal && !self.store.writes_on(&self.lb) {
-            self.metrics.guard_refused(&self.lb, 0);
-            self.cfg.guard.record(&self.lb, Default::default());
-            return Ok(());
-        }
-        self.restore_base();
-        loop {
-            let usable = self
-                .base
-                .as_ref()
-                .is_some_and(|b| b.read_at.elapsed() <= self.cfg.max_cache_age);
-            if must_read || !usable {
-                if let Err(e) = self.read().await {
-                    tracing::warn!(error = %e, "read failed");
-                    return Err(retry_wait(&e, &mut self.backoff));
-                }
-                must_read = false;
-            }
-            let Some(since) = self
-                .base
-                .as_ref()
-                .filter(|b| b.provisioning == Provisioning::Updating)
-                .map(|b| b.read_at)
-            else {
-                if std::mem::take(&mut check_restore) {
-                    self.restore_drift();
-                    self.report_unmatched();
-                }
-                let targets = self.store.targets_for(&self.lb);
-                if targets.is_empty() {
-                    self.metrics.guard_refused(&self.lb, 0);
-                    self.cfg.guard.record(&self.lb, Default::default());
-                    return Ok(());
-                }
-                let plan = self.plan(&targets);
-                // A node we cannot find may be newer than our copy: re-read once, then report.
-                let unknown = plan.targets.iter().any(|t| t.entries.is_empty());
-                if unknown
-                    && !refreshed_for_unknown
-                    && self
-                        .cache
-                        .age(&self.lb)
-                        .is_some_and(|a| a > Duration::from_secs(2))
-                {
-                    refreshed_for_unknown = true;
-                    self.cache.request_nic_refresh();
-                    must_read = true;
-                    continue;
-                }
-                let absent = self.cache.lb(&self.lb).is_none();
-                let drift = outcome::report_settled(&self.store, &self.lb, &plan, &targets, absent);
-                if drift > 0 {
-                    tracing::info!(entries = drift, "repairing drifted entries");
-                    self.metrics.drift(drift);
-                }
-                if plan.changes.is_empty() {
-                    return Ok(());
-                }
-                let changed = outcome::changed(&plan, &targets);
-                if self.cfg.dry_run {
-                    tracing::info!(entries = plan.entry_count(), pools = ?plan.changes.keys().collect::<Vec<_>>(), "dry-run: would write");
-                    outcome::report_accepted(&self.store, &self.lb, &changed);
-                    return Ok(());
-                }
-                // Ownership may have lapsed while we planned: stream states are written only
-                // by the owner (tool requests by whoever received them).
-                if !self.store.owns(&self.lb) && changed.iter().any(|(_, t)| !t.tool) {
-                    tracing::info!("no longer the owner of this load balancer; not writing");
-                    return Ok(());
-                }
-                if let Some(until) = locked_until.take()
-                    && until > Instant::now()
-                {
-                    tokio::time::sleep_until(until).await;
-                    must_read = true;
-                    continue;
-                }
-                self.metrics.write_round(&self.lb, plan.entry_count());
-                let outcome = match self.cfg.strategy {
-                    Strategy::WholeLb => self.write_whole(&plan, &changed, &mut ids).await,
-                    Strategy::PerPool => self.write_pools(&plan, &changed, &mut ids).await,
-                };
-                match outcome {
-                    // Plan again on the read that saw the operation end: entries that read the
-                    // desired state are reported EFFECTIVE; anything that arrived meanwhile is
-                    // written at once.
-                    Ok(()) => {
-                        failures = 0;
-                        attempts.reset();
-                        self.backoff.reset();
-                    }
-                    Err(WriteError::Stale(e)) => {
-                        if attempts.stale() == Next::GiveUp {
-                            // Another writer changes the LB between each of our reads and
-                            // writes: say so and come back later instead of racing it.
-                            let reason = match &e {
-                                Some(e) => format!(
-                                    "the load balancer changed under {} writes in a row: {}",
-                                    crate::arm::retry::MAX_STALE,
-                                    e.reason()
-                                ),
-                                None => format!(
-                                    "no usable read of load balancer {} for {} writes in a row",
-                                    self.lb,
-                                    crate::arm::retry::MAX_STALE
-                                ),
-                            };
-                            return Err(self.give_up(&changed, reason, e.as_ref()));
-                        }
-                        match &e {
-                            Some(e) => {
-                                tracing::debug!(error = %e, "another writer changed the LB; re-reading")
-                            }
-                            None => tracing::debug!("no usable base; re-reading"),
-                        }
-                        must_read = true;
-                    }
-                    Err(WriteError::Busy(e)) => {
-                        if attempts.lock_conflict() == Next::GiveUp {
-                            let reason = format!(
-                                "another operation held the load balancer for {} writes in a row: {}",
-                                crate::arm::retry::MAX_LOCK_CONFLICTS,
-                                e.reason()
-                            );
-                            return Err(self.give_up(&changed, reason, Some(&e)));
-                        }
-                        // ARM said when to try again (Retry-After; NRP's message says the
-                        // same): no write before, unless the next read shows the holder's
-                        // operation on this LB and we see it end. The pause keeps a race
-                        // (lock taken between our read and our PUT) from spinning and
-                        // replicas that met the same lock apart.
-                        let hint = e.retry_after().unwrap_or_default();
-                        tracing::info!(error = %e, retry_after_ms = hint.as_millis() as u64, "load balancer locked by another operation");
-                        locked_until = Some(Instant::now() + hint);
-                        tokio::time::sleep(Duration::from_millis(50 + (jitter() * 100.0) as u64))
-                            .await;
-                        must_read = true;
-                    }
-                    Err(WriteError::Arm(e)) => {
-                        failures += 1;
-                        let retry = e.retryable();
-                        let wait = retry_wait(&e, &mut self.backoff);
-                        let op_failed = matches!(e, ArmError::Operation { .. });
-                        if let ArmError::Operation { status, .. } = &e {
-                            self.metrics.operation_failed(&self.lb, status);
-                        }
-                        if !retry || op_failed || failures >= 3 {
-                            for (tp, tv) in &changed {
-                                self.store.fail(&tp.key, tv.version, e.reason(), retry);
-                            }
-                        }
-                        tracing::warn!(error = %e, retry, wait_ms = wait.as_millis() as u64, "write failed");
-                        if !retry {
-                            // Not retried on our own; the self-heal tick or a new instruction
-                            // tries again.
-                            return Ok(());
-                        }
-                        if failures >= 8 {
-                            return Err(wait);
-                        }
-                        tokio::time::sleep(wait).await;
-                        must_read = true;
-                    }
-                }
-                continue;
-            };
-            // An operation runs on the LB: wait for its end, reading, then plan on that read.
-            let tracked = self.track(since, None).await;
-            if tracked.is_ok() {
-                // The operation that held the lock (if it was this one) has ended.
-                locked_until = None;
-            }
-            if let Err(e) = tracked {
-                failures += 1;
-                let wait = match &e {
-                    WriteError::Arm(e) => retry_wait(e, &mut self.backoff),
-                    _ => self.backoff.next_delay(jitter()),
-                };
-                if failures >= 8 {
-                    return Err(wait);
-                }
-                tokio::time::sleep(wait).await;
-                must_read = true;
-            }
-        }
     }
 }
 
