@@ -73,3 +73,18 @@ pub fn arm_calls(arm: &ArmSim, since: jiff::Timestamp) -> (usize, usize, usize) 
     }
     (reads, writes, throttled)
 }
+
+/// The drain-gate condition as the API server committed each change (kube-sim's condition
+/// log; the chaos soak runs on kube-sim).
+pub fn gate_log(kube: &crate::kube_side::KubeSide) -> Vec<crate::judge::gate::GateChange> {
+    kube.sim()
+        .condition_log(Some("LoadBalancerAdminStateDown"))
+        .into_iter()
+        .map(|c| crate::judge::gate::GateChange {
+            node: c.node,
+            at: c.at,
+            status: c.status,
+            reason: c.reason,
+        })
+        .collect()
+}

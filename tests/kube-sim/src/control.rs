@@ -13,6 +13,7 @@
 //! | `GET /_sim/requests` | the request log: `[{"method","path","status"}]`, path with query |
 //! | `DELETE /_sim/requests` | clear the log |
 //! | `GET /_sim/rv` | `{"resourceVersion": "N"}`, the current global RV |
+//! | `GET /_sim/conditions[?type=T]` | every change of a Node condition's status or reason, stamped when committed: `[{"at","node","type","status","reason"}]` (status `""`: removed) |
 
 use crate::faults::FailRule;
 use crate::server::{Body, Req, Shared, error_response, json_response};
@@ -90,6 +91,11 @@ pub fn handle(shared: &Shared, path: &str, req: &Req) -> Response<Body> {
         (&Method::DELETE, "requests") => {
             shared.faults.lock().clear_requests();
             ok()
+        }
+        (&Method::GET, "conditions") => {
+            let kind = req.param("type");
+            let log = shared.state.lock().store.conditions().of_type(kind);
+            json_response(200, &serde_json::to_value(log).unwrap_or_default())
         }
         (&Method::GET, "rv") => json_response(
             200,

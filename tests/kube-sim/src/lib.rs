@@ -91,6 +91,7 @@
 //!   etcd, without periodic bookmarks); kube-runtime handles either.
 
 pub mod auth;
+pub mod conditions;
 pub mod control;
 pub mod discovery;
 pub mod events;
@@ -388,6 +389,12 @@ impl KubeSim {
 
     pub fn clear_requests(&self) {
         self.shared.faults.lock().clear_requests();
+    }
+
+    /// Every change of Node conditions of type `kind` (all when None), stamped when
+    /// committed ([`conditions::ConditionLog`]).
+    pub fn condition_log(&self, kind: Option<&str>) -> Vec<conditions::ConditionChange> {
+        self.shared.state.lock().store.conditions().of_type(kind)
     }
 
     /// The current global resourceVersion.

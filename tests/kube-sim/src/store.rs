@@ -6,6 +6,7 @@
 //! stored in their core/v1 shape. Objects are shared (`Arc`) between the current state and the
 //! history, so a change costs one copy of the object, not three.
 
+use crate::conditions::ConditionLog;
 use crate::resource::{Key, Kind};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -53,6 +54,9 @@ pub struct Store {
     history_limit: usize,
     /// The oldest RV a watch or exact list may start from.
     floor: u64,
+    /// Every change of a Node condition, stamped when committed (never compacted with the
+    /// history: it is for judges, not for watches).
+    conditions: ConditionLog,
 }
 
 impl Store {
@@ -64,6 +68,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             floor: 1,
+            conditions: ConditionLog::default(),
         }
     }
 
@@ -198,6 +203,11 @@ impl Store {
         self.rv
     }
 
+    /// The Node condition log (see [`ConditionLog`]).
+    pub fn conditions(&self) -> &ConditionLog {
+        &self.conditions
+    }
+
     fn record(
         &mut self,
         rv: u64,
@@ -206,6 +216,10 @@ impl Store {
         object: Arc<Value>,
         prev: Option<Arc<Value>>,
     ) {
+        if key.kind == Kind::Node {
+            let next = (change != ChangeType::Deleted).then_some(object.as_ref());
+            self.conditions.observe(&key.name, prev.as_deref(), next);
+        }
         self.history.push_back(Arc::new(Change {
             rv,
             key,

@@ -182,6 +182,7 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
     let end_entries = crate::observe::entries(&stack.arm, &stack.cluster);
     let intents = desired.intents();
     let epochs = lead.epochs.lock().clone();
+    let gate = crate::observe::gate_log(&stack.kube);
     let verdict = rules::judge(&rules::Inputs {
         cluster: &stack.cluster,
         log: &log,
@@ -189,6 +190,7 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         faults: &drivers.active,
         epochs: &epochs,
         end_entries: &end_entries,
+        gate: &gate,
         bounds: &bounds,
         start,
         end,
@@ -333,6 +335,13 @@ pub fn render(r: &Report) -> String {
     out.push_str(&format!(
         "workload actions {}, leadership epochs seen {}, ARM calls {} reads / {} writes / {} throttled\n",
         r.actions, r.epochs, r.arm.0, r.arm.1, r.arm.2
+    ));
+    let g = &r.verdict.gate;
+    out.push_str(&format!(
+        "drain gate: {} True and {} False periods judged against ARM; longest stale {:.1} s\n",
+        g.true_periods,
+        g.false_periods,
+        g.longest_stale.as_secs_f64()
     ));
     for (rule, texts) in &per_rule {
         out.push_str(&format!("\n{} ({}):\n", rule.name(), texts.len()));

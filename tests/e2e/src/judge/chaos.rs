@@ -13,7 +13,10 @@
 //!   not repaired within the self-heal interval plus its allowance.
 //! - **leader flap**: every new leadership epoch explained by a fault that costs leadership
 //!   (the leader killed, terminated or stopped, the Lease deleted), at most one per fault.
+//! - **drain gate**: the Node condition says `True` / `False` only while ARM has that state
+//!   in effect on every entry, within stated bounds ([`super::gate`]).
 
+use super::gate::{GateChange, GateStats, drain_gate};
 use super::{Change, EntryKey, EntryView, State, end_state_problems, key, node_entries};
 use crate::chaos::schedule::FaultKind;
 use aks_fixture::Cluster;
@@ -182,15 +185,17 @@ pub enum Rule {
     Late,
     LeftDown,
     LeaderFlap,
+    DrainGate,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 5] = [
+    pub const ALL: [Rule; 6] = [
         Rule::EndState,
         Rule::ChangedTwice,
         Rule::Late,
         Rule::LeftDown,
         Rule::LeaderFlap,
+        Rule::DrainGate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -200,6 +205,7 @@ impl Rule {
             Rule::Late => "transition beyond its allowance",
             Rule::LeftDown => "healthy node left Down",
             Rule::LeaderFlap => "leadership flapped",
+            Rule::DrainGate => "drain gate said a state ARM did not have",
         }
     }
 }
@@ -234,6 +240,8 @@ pub struct Inputs<'a> {
     pub epochs: &'a [(Timestamp, u64)],
     /// The entries as in effect at the end.
     pub end_entries: &'a [EntryView],
+    /// The drain-gate condition as the API server committed it, in time order.
+    pub gate: &'a [GateChange],
     pub bounds: &'a Bounds,
     pub start: Timestamp,
     pub end: Timestamp,
@@ -243,6 +251,7 @@ pub struct Inputs<'a> {
 pub struct Verdict {
     pub transitions: Vec<Transition>,
     pub violations: Vec<Violation>,
+    pub gate: GateStats,
 }
 
 /// Applies every rule.
@@ -251,6 +260,8 @@ pub fn judge(i: &Inputs<'_>) -> Verdict {
     violations.extend(changed_twice(i));
     violations.extend(outside_repairs(i));
     violations.extend(leader_flaps(i.epochs, i.faults, i.bounds));
+    let (gate, gate_violations) = drain_gate(i);
+    violations.extend(gate_violations);
     let down: HashSet<String> = final_desired(i.intents)
         .into_iter()
         .filter(|(_, s)| *s == State::Down)
@@ -267,6 +278,7 @@ pub fn judge(i: &Inputs<'_>) -> Verdict {
     Verdict {
         transitions,
         violations,
+        gate,
     }
 }
 
@@ -275,7 +287,7 @@ fn final_desired(intents: &[Intent]) -> BTreeMap<String, State> {
 }
 
 /// Each entry's real changes (no-ops dropped), in log order.
-fn by_entry(log: &[Change]) -> HashMap<EntryKey, Vec<Change>> {
+pub(super) fn by_entry(log: &[Change]) -> HashMap<EntryKey, Vec<Change>> {
     let mut out: HashMap<EntryKey, Vec<Change>> = HashMap::new();
     for c in super::transitions(log) {
         out.entry(key(&c.lb, &c.pool, &c.target))
@@ -285,7 +297,7 @@ fn by_entry(log: &[Change]) -> HashMap<EntryKey, Vec<Change>> {
     out
 }
 
-fn state_at(changes: &[Change], t: Timestamp) -> State {
+pub(super) fn state_at(changes: &[Change], t: Timestamp) -> State {
     changes
         .iter()
         .take_while(|c| c.time <= t)
@@ -305,7 +317,7 @@ fn reached(changes: &[Change], t: Timestamp, want: State) -> Option<Timestamp> {
 }
 
 /// A node's intents, grouped.
-fn per_node(intents: &[Intent]) -> BTreeMap<&str, Vec<&Intent>> {
+pub(super) fn per_node(intents: &[Intent]) -> BTreeMap<&str, Vec<&Intent>> {
     let mut out: BTreeMap<&str, Vec<&Intent>> = BTreeMap::new();
     for i in intents {
         out.entry(i.node.as_str()).or_default().push(i);
@@ -616,6 +628,7 @@ mod tests {
             faults,
             epochs,
             end_entries: end,
+            gate: &[],
             bounds: b,
             start: at(0),
             end: at(600_000),

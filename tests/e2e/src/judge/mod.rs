@@ -6,6 +6,7 @@ use aks_fixture::{Cluster, PoolType};
 use std::collections::{BTreeMap, HashSet};
 
 pub mod chaos;
+pub mod gate;
 
 /// The observable admin state of an entry (unset reads as `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
