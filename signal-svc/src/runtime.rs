@@ -228,7 +228,7 @@ impl Service {
         tasks.spawn({
             let (s, t) = (shared.clone(), stop.clone());
             async move {
-                stream::manager(scfg, s, ep_rx, ev_tx, t).await;
+                stream::manager::run(scfg, s, ep_rx, ev_tx, t).await;
                 "stream manager"
             }
         });

@@ -399,7 +399,7 @@ async fn every_endpoint_gets_every_node_and_endpoint_changes_disturb_no_one() {
     let (ev_tx, _ev_rx) = tokio::sync::mpsc::channel(1024);
     let stop = tokio_util::sync::CancellationToken::new();
     let cfg = stream_config();
-    let manager = tokio::spawn(signal_svc::stream::manager(
+    let manager = tokio::spawn(signal_svc::stream::manager::run(
         cfg,
         shared.clone(),
         ep_rx,
