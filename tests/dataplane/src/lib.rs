@@ -17,3 +17,4 @@ pub mod netns;
 pub mod params;
 pub mod report;
 pub mod sim;
+pub mod userspace;

@@ -370,7 +370,12 @@ pub fn tuple_hash(src: std::net::SocketAddr, dst: std::net::SocketAddr) -> u64 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    h
+    // splitmix64 finaliser: FNV's low bits are weak for sequential ephemeral ports.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 /// What one mux believes about one entry over time: piecewise-constant change points.

@@ -12,7 +12,7 @@ fn probe_only_silent_death_matches_the_closed_form_within_15_percent() {
     sc.clients.new_per_sec = 1000.0;
     sc.clients.pool = 0;
     sc.clients.streams = 0;
-    let seeds = 200;
+    let seeds = 100;
     let r = run_cell_mean(&sc, seeds);
     let expected = closed_form_probe_only(1000.0, 10, &sc.lb, &sc.unknowns);
     let got = r.mean_failed_new();

@@ -253,7 +253,9 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
         o => o.to_string(),
     };
     let exe = std::env::current_exe()?;
-    netns::remove_stale();
+    if realisation == "kernel" {
+        netns::remove_stale();
+    }
     let sem = Arc::new(tokio::sync::Semaphore::new(cli.parallel.max(1)));
     let mut tasks = Vec::new();
     for (i, sc) in cells.iter().enumerate() {
@@ -266,7 +268,10 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
             let _permit = sem.acquire_owned().await;
             match real.as_str() {
                 "kernel" => kernel::run_kernel_cell(&sc, seed, &exe, &format!("k{i}")).await,
-                _ => anyhow::bail!("realisation {real} not available in this build"),
+                "userspace" => {
+                    cutover_dataplane::userspace::run_userspace_cell(&sc, seed, &exe).await
+                }
+                _ => anyhow::bail!("unknown realisation {real}"),
             }
         }));
     }
