@@ -9,22 +9,23 @@
 //! without building JSON trees). Every call goes through the shared [`Budget`], is bounded by a
 //! timeout, records metrics and runs in a tracing span.
 
+use super::answer::{
+    Answer, BodyBudget, DEFAULT_BODY_BUDGET, LbBody, ReadAs, discard_body, header, read_body,
+};
 use super::body::ChunkBody;
 use super::budget::{Budget, Class, Verdict};
 use super::error::{ArmError, Trace};
 use super::token::TokenSource;
 use super::transport::{Transport, USER_AGENT};
 use crate::lb::index::{self, NicMap};
-use crate::lb::scan::{LbState, Scanner};
+use crate::lb::scan::LbState;
 use crate::lb::splice::Spliced;
 use crate::metrics::Metrics;
 use http::{HeaderMap, Method};
-use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 use url::Url;
 
@@ -78,66 +79,6 @@ pub struct ArmClient {
     bodies: BodyBudget,
 }
 
-/// The default of [`BodyBudget`]: room for one 5,000-node LB document (~16 MB) at a time
-/// plus small ones.
-pub const DEFAULT_BODY_BUDGET: usize = 24 << 20;
-
-/// Bounds the bytes of whole load balancer documents being read or held for a write at
-/// once: with many LBs in flight, reads wait for room instead of growing the heap.
-#[derive(Debug, Clone)]
-struct BodyBudget {
-    sem: Arc<Semaphore>,
-    total: usize,
-}
-
-impl BodyBudget {
-    fn new(total: usize) -> Self {
-        let total = total.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
-        Self {
-            sem: Arc::new(Semaphore::new(total)),
-            total,
-        }
-    }
-
-    /// Room for `bytes` (a document larger than the whole budget waits for all of it).
-    async fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let n = bytes.clamp(1, self.total) as u32;
-        self.sem.clone().acquire_many_owned(n).await.ok()
-    }
-}
-
-/// A whole load balancer document, counted against the body budget while it lives.
-#[derive(Debug)]
-pub struct LbBody {
-    pub bytes: bytes::Bytes,
-    _room: Option<OwnedSemaphorePermit>,
-}
-
-impl LbBody {
-    /// Gives the budget's room back, keeping the bytes (for a cache with its own budget).
-    pub fn into_bytes(self) -> bytes::Bytes {
-        self.bytes
-    }
-
-    /// The bytes and the room they take in the budget (given back when dropped).
-    pub fn into_parts(self) -> (bytes::Bytes, Option<OwnedSemaphorePermit>) {
-        (self.bytes, self._room)
-    }
-}
-
-/// How the body of a successful answer is read.
-enum ReadAs<'a> {
-    /// Into one buffer sized from Content-Length.
-    Collect,
-    /// Likewise, after taking room for it from the body budget.
-    Budgeted,
-    /// Through a scanner, keeping nothing.
-    Scan(&'a mut LbState),
-    /// Not wanted (a PUT's answer echoes the whole LB: 16 MB at 5,000 nodes): a short body is
-    /// drained so the connection is reused, a long one is dropped after one read.
-    Discard,
-}
-
 impl std::fmt::Debug for ArmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArmClient")
@@ -145,88 +86,6 @@ impl std::fmt::Debug for ArmClient {
             .finish()
     }
 }
-
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: bytes::Bytes,
-    room: Option<OwnedSemaphorePermit>,
-}
-
-/// Reads a response body into one buffer sized from its Content-Length (no doubling), or
-/// through `scan` without keeping it, stopping as soon as the scan has what it needs (the rest
-/// of a 16 MB document is never transferred: the connection is dropped instead of drained,
-/// which costs a new connection for the next request and nothing that grows with the LB).
-/// Returns the body and how many bytes were read.
-async fn read_body(
-    mut stream: hyper::body::Incoming,
-    len: Option<usize>,
-    scan: Option<&mut LbState>,
-) -> Result<(bytes::Bytes, usize), hyper::Error> {
-    if let Some(state) = scan {
-        let mut scanner = Scanner::new();
-        let mut read = 0;
-        while let Some(chunk) = next_data(&mut stream).await {
-            let chunk = chunk?;
-            read += chunk.len();
-            if scanner.feed(&chunk, state).is_err() {
-                // Unreadable: say nothing rather than half of it.
-                *state = LbState::default();
-                return Ok((bytes::Bytes::new(), read));
-            }
-            if state.complete() {
-                return Ok((bytes::Bytes::new(), read));
-            }
-        }
-        if scanner.finish(state).is_err() {
-            *state = LbState::default();
-        }
-        return Ok((bytes::Bytes::new(), read));
-    }
-    // A bogus length is only a hint: never reserve more than 256 MiB up front.
-    let mut buf = Vec::with_capacity(len.unwrap_or(0).min(256 << 20));
-    while let Some(chunk) = next_data(&mut stream).await {
-        buf.extend_from_slice(&chunk?);
-    }
-    let read = buf.len();
-    Ok((buf.into(), read))
-}
-
-/// Reads and drops a body: up to one read buffer, then the connection is given up rather than
-/// drained (what is left of a 16 MB echo is never transferred).
-async fn discard_body(
-    mut stream: hyper::body::Incoming,
-) -> Result<(bytes::Bytes, usize), hyper::Error> {
-    let mut read = 0;
-    while let Some(chunk) = next_data(&mut stream).await {
-        read += chunk?.len();
-        if read >= super::transport::PROBE_READ_MAX {
-            break;
-        }
-    }
-    Ok((bytes::Bytes::new(), read))
-}
-
-/// The next data frame of a body (trailers are skipped).
-async fn next_data(body: &mut hyper::body::Incoming) -> Option<Result<bytes::Bytes, hyper::Error>> {
-    loop {
-        match body.frame().await? {
-            Ok(frame) => match frame.into_data() {
-                Ok(data) => return Some(Ok(data)),
-                Err(_) => continue,
-            },
-            Err(e) => return Some(Err(e)),
-        }
-    }
-}
-
-fn header(headers: &HeaderMap, name: &'static str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
 /// Parses `Retry-After` (seconds or an HTTP date) and the millisecond variants.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let ms = [
@@ -285,6 +144,35 @@ fn shown(url: &Url) -> String {
 fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
     let e = super::error::CloudError::parse(body);
     (e.code, e.message, e.details)
+}
+
+/// An ARM request: bearer token, client request id, `If-Match` when given, and the body sent
+/// chunk by chunk with its exact length (no chunked encoding).
+fn request(
+    method: &Method,
+    url: &Url,
+    token: &str,
+    request_id: &str,
+    if_match: Option<&str>,
+    body: Option<&ChunkBody>,
+) -> Result<http::Request<ChunkBody>, http::Error> {
+    let mut req = http::Request::builder()
+        .method(method.clone())
+        .uri(url.as_str())
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json")
+        .header("user-agent", USER_AGENT)
+        .header("x-ms-client-request-id", request_id)
+        .header("x-ms-return-client-request-id", "true");
+    if let Some(etag) = if_match {
+        req = req.header("if-match", etag);
+    }
+    if let Some(body) = body {
+        req = req
+            .header("content-type", "application/json")
+            .header("content-length", body.len());
+    }
+    req.body(body.cloned().unwrap_or_else(ChunkBody::empty))
 }
 
 impl ArmClient {
@@ -473,6 +361,7 @@ impl ArmClient {
         .await
     }
 
+    /// One attempt of a call: budget, token, request, answer, metrics.
     async fn call_once(
         &self,
         (op, class, method, url, request_id): (&'static str, Class, &Method, &Url, &str),
@@ -483,71 +372,14 @@ impl ArmClient {
         self.wait_budget(class).await;
         let token = self.token().await?;
         let resource = url.path().to_string();
-        let mut req = http::Request::builder()
-            .method(method.clone())
-            .uri(url.as_str())
-            .header("authorization", format!("Bearer {token}"))
-            .header("accept", "application/json")
-            .header("user-agent", USER_AGENT)
-            .header("x-ms-client-request-id", request_id)
-            .header("x-ms-return-client-request-id", "true");
-        if let Some(etag) = if_match {
-            req = req.header("if-match", etag);
-        }
-        if let Some(body) = body {
-            // Sent chunk by chunk with its exact length (no chunked encoding).
-            req = req
-                .header("content-type", "application/json")
-                .header("content-length", body.len());
-        }
-        let req = req
-            .body(body.cloned().unwrap_or_else(ChunkBody::empty))
-            .map_err(|e| ArmError::Transport {
+        let req = request(method, url, &token, request_id, if_match, body).map_err(|e| {
+            ArmError::Transport {
                 op,
                 resource: resource.clone(),
                 message: format!("request: {e}"),
-            })?;
-        let bodies = &self.bodies;
-        let timeout = self.timeout;
-        let fut = async {
-            let rsp = tokio::time::timeout(timeout, self.http.send(req))
-                .await
-                .map_err(|_| None)?
-                .map_err(|e| Some(e.to_string()))?;
-            let (parts, stream) = rsp.into_parts();
-            let (status, headers) = (parts.status.as_u16(), parts.headers);
-            let ok = (200..300).contains(&status);
-            let len = header(&headers, "content-length").and_then(|v| v.trim().parse().ok());
-            // Waiting for room is not part of the call's timeout.
-            let room = match read_as {
-                ReadAs::Budgeted if ok => bodies.take(len.unwrap_or(0)).await,
-                _ => None,
-            };
-            let discard = ok && matches!(read_as, ReadAs::Discard);
-            let scan = match read_as {
-                ReadAs::Scan(state) if ok => Some(&mut **state),
-                _ => None,
-            };
-            let read = async {
-                if discard {
-                    discard_body(stream).await
-                } else {
-                    read_body(stream, len, scan).await
-                }
-            };
-            let (body, read) = tokio::time::timeout(timeout, read)
-                .await
-                .map_err(|_| None)?
-                .map_err(|e| Some(e.to_string()))?;
-            self.metrics.arm_response_bytes(op, read);
-            Ok::<_, Option<String>>(Answer {
-                status,
-                headers,
-                body,
-                room,
-            })
-        };
-        let answer = match fut.await {
+            }
+        })?;
+        let answer = match self.exchange(op, req, read_as).await {
             Err(None) => {
                 self.metrics.arm_request(op, 0);
                 return Err(ArmError::Timeout {
@@ -567,19 +399,72 @@ impl ArmClient {
             Ok(a) => a,
         };
         self.metrics.arm_request(op, answer.status);
+        self.note_remaining(class, &answer.headers);
+        Ok(answer)
+    }
+
+    /// Sends `req` and reads its answer as `read_as` says, each within the timeout (waiting
+    /// for room in the body budget is not part of it). `Err(None)`: timed out.
+    async fn exchange(
+        &self,
+        op: &'static str,
+        req: http::Request<ChunkBody>,
+        read_as: &mut ReadAs<'_>,
+    ) -> Result<Answer, Option<String>> {
+        let timeout = self.timeout;
+        let rsp = tokio::time::timeout(timeout, self.http.send(req))
+            .await
+            .map_err(|_| None)?
+            .map_err(|e| Some(e.to_string()))?;
+        let (parts, stream) = rsp.into_parts();
+        let (status, headers) = (parts.status.as_u16(), parts.headers);
+        let ok = (200..300).contains(&status);
+        let len = header(&headers, "content-length").and_then(|v| v.trim().parse().ok());
+        // Waiting for room is not part of the call's timeout.
+        let room = match read_as {
+            ReadAs::Budgeted if ok => self.bodies.take(len.unwrap_or(0)).await,
+            _ => None,
+        };
+        let discard = ok && matches!(read_as, ReadAs::Discard);
+        let scan = match read_as {
+            ReadAs::Scan(state) if ok => Some(&mut **state),
+            _ => None,
+        };
+        let read = async {
+            if discard {
+                discard_body(stream).await
+            } else {
+                read_body(stream, len, scan).await
+            }
+        };
+        let (body, read) = tokio::time::timeout(timeout, read)
+            .await
+            .map_err(|_| None)?
+            .map_err(|e| Some(e.to_string()))?;
+        self.metrics.arm_response_bytes(op, read);
+        Ok(Answer {
+            status,
+            headers,
+            body,
+            room,
+        })
+    }
+
+    /// ARM's count of the requests of `class` left to the subscription, into the metrics and
+    /// the budget.
+    fn note_remaining(&self, class: Class, headers: &HeaderMap) {
         let remaining_header = match class {
             Class::Read => "x-ms-ratelimit-remaining-subscription-reads",
             Class::Write => "x-ms-ratelimit-remaining-subscription-writes",
         };
         if let Some(rem) =
-            header(&answer.headers, remaining_header).and_then(|v| v.trim().parse::<u64>().ok())
+            header(headers, remaining_header).and_then(|v| v.trim().parse::<u64>().ok())
         {
             self.metrics.remaining(class.label(), rem);
             self.budget
                 .lock()
                 .on_remaining(class, rem, tokio::time::Instant::now());
         }
-        Ok(answer)
     }
 
     /// GET the load balancer (pools embedded), as raw bytes. `Ok(None)` when it does not exist.

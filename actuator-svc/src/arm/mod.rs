@@ -3,6 +3,7 @@
 //! bearer token (`token`; `credentials` implements it). Load balancer documents stay bytes
 //! here: reading and editing them is `lb`'s job.
 
+pub mod answer;
 pub mod body;
 pub mod budget;
 pub mod client;
