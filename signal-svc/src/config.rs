@@ -209,155 +209,16 @@ pub struct Config {
 }
 
 impl Args {
-    /// Checks everything and reads the TLS files, before any port is bound.
+    /// Checks everything and reads the TLS files, before any port is bound. Checks run in
+    /// flag order; the first failure is the error.
     pub fn validate(self) -> Result<Config, ConfigError> {
-        let name_ok =
-            |s: &str| !s.is_empty() && s.len() <= 253 && !s.chars().any(char::is_whitespace);
-        if !name_ok(&self.cluster_name) {
-            return Err(invalid(
-                "cluster-name",
-                "must be a non-empty name without spaces",
-            ));
-        }
-        if !name_ok(&self.namespace) {
-            return Err(invalid("namespace", "must be a non-empty name"));
-        }
-        if !name_ok(&self.lease.lease_name) {
-            return Err(invalid("lease-name", "must be a non-empty name"));
-        }
-        let identity = match self.identity {
-            Some(i) if name_ok(&i) => i,
-            Some(_) => return Err(invalid("identity", "must be non-empty, without spaces")),
-            None => hostname().ok_or_else(|| {
-                invalid("identity", "not set and no hostname found; set POD_NAME")
-            })?,
-        };
-        let lease = &self.lease;
-        if lease.lease_duration < Duration::from_secs(1) {
-            return Err(invalid("lease-duration", "must be at least 1s"));
-        }
-        if lease.lease_renew_deadline.is_zero()
-            || lease.lease_renew_deadline + Duration::from_millis(200) > lease.lease_duration
-        {
-            return Err(invalid(
-                "lease-renew-deadline",
-                "must be > 0 and at least 200ms below --lease-duration",
-            ));
-        }
-        if lease.lease_renew_interval.is_zero()
-            || lease.lease_renew_interval * 2 > lease.lease_renew_deadline
-        {
-            return Err(invalid(
-                "lease-renew-interval",
-                "must be > 0 and at most half of --lease-renew-deadline",
-            ));
-        }
-        if lease.lease_retry_interval.is_zero() || lease.lease_retry_interval > lease.lease_duration
-        {
-            return Err(invalid(
-                "lease-retry-interval",
-                "must be > 0 and at most --lease-duration",
-            ));
-        }
-        if !(Duration::from_millis(300)..=Duration::from_secs(60))
-            .contains(&self.assignment_valid_for)
-        {
-            return Err(invalid(
-                "assignment-valid-for",
-                "must be 300ms..60s (actuator-svc refuses a grant valid for more than 60s)",
-            ));
-        }
-        if self.actuator_keepalive < Duration::from_millis(100) {
-            return Err(invalid("actuator-keepalive", "must be at least 100ms"));
-        }
-        // The grant's heartbeat goes every third of --assignment-valid-for; a hung replica is
-        // detected within about two keepalive rounds, which must fit within one grant.
-        if self.actuator_keepalive * 2 >= self.assignment_valid_for {
-            return Err(invalid(
-                "actuator-keepalive",
-                format!(
-                    "twice it ({:?}) must stay below --assignment-valid-for ({:?}): a hung \
-                     replica must be detected within the grant",
-                    self.actuator_keepalive * 2,
-                    self.assignment_valid_for
-                ),
-            ));
-        }
-        let discovery = match (
-            self.actuator.actuator_service,
-            self.actuator.actuator_endpoints,
-        ) {
-            (Some(svc), eps) if eps.is_empty() => {
-                let (host, port) =
-                    split_host_port(&svc).map_err(|r| invalid("actuator-service", r))?;
-                Discovery::Service { host, port }
-            }
-            (None, eps) if !eps.is_empty() => {
-                let mut out = Vec::new();
-                for e in eps.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
-                    let bare = e
-                        .strip_prefix("http://")
-                        .or_else(|| e.strip_prefix("https://"))
-                        .unwrap_or(e);
-                    split_host_port(bare)
-                        .map_err(|r| invalid("actuator-endpoints", format!("{e}: {r}")))?;
-                    out.push(bare.trim_end_matches('/').to_owned());
-                }
-                if out.is_empty() {
-                    return Err(invalid("actuator-endpoints", "no endpoint given"));
-                }
-                Discovery::Static(out)
-            }
-            _ => {
-                return Err(invalid(
-                    "actuator-endpoints",
-                    "give exactly one of --actuator-endpoints or --actuator-service",
-                ));
-            }
-        };
-        let tls = match self.tls.tls_ca {
-            None => {
-                if self.tls.tls_cert.is_some() || self.tls.tls_server_name.is_some() {
-                    return Err(invalid(
-                        "tls-ca",
-                        "required when other --tls-* flags are set",
-                    ));
-                }
-                None
-            }
-            Some(ca) => {
-                let identity = match (&self.tls.tls_cert, &self.tls.tls_key) {
-                    (Some(c), Some(k)) => Some((c.clone(), k.clone())),
-                    _ => None,
-                };
-                let source =
-                    crate::tls_reload::ClientTls::load(crate::tls_reload::ClientTlsFiles {
-                        ca,
-                        identity,
-                    })?;
-                Some(TlsMaterial {
-                    source: std::sync::Arc::new(source),
-                    server_name: self.tls.tls_server_name,
-                })
-            }
-        };
-        let mut extra: Vec<String> = self
-            .extra_taint_keys
-            .into_iter()
-            .map(|k| k.trim().to_owned())
-            .filter(|k| !k.is_empty())
-            .collect();
-        if let Some(bad) = extra
-            .iter()
-            .find(|k| k.chars().any(|c| c.is_whitespace() || c == '=' || c == ':'))
-        {
-            return Err(invalid(
-                "extra-taint-keys",
-                format!("{bad:?} is not a taint key"),
-            ));
-        }
-        extra.sort();
-        extra.dedup();
+        check_names(&self)?;
+        let identity = identity(self.identity)?;
+        let lease = self.lease.validate()?;
+        check_assignment(self.assignment_valid_for, self.actuator_keepalive)?;
+        let discovery = self.actuator.validate()?;
+        let tls = self.tls.validate()?;
+        let extra_taint_keys = extra_taint_keys(self.extra_taint_keys)?;
         if self.resync_interval < Duration::from_secs(1) {
             return Err(invalid("resync-interval", "must be at least 1s"));
         }
@@ -367,18 +228,13 @@ impl Args {
             namespace: self.namespace,
             identity,
             lease_name: self.lease.lease_name,
-            lease: crate::core::term::Timings {
-                duration: self.lease.lease_duration,
-                renew_deadline: self.lease.lease_renew_deadline,
-                renew_interval: self.lease.lease_renew_interval,
-                retry_interval: self.lease.lease_retry_interval,
-            },
+            lease,
             assignment_valid_for: self.assignment_valid_for,
             actuator_keepalive: self.actuator_keepalive,
             discovery,
             resolve_interval: RESOLVE_INTERVAL,
             tls,
-            extra_taint_keys: extra,
+            extra_taint_keys,
             built_ins: crate::core::taints::BuiltIns {
                 karpenter_disrupted: self.triggers.trigger_karpenter_disrupted,
                 cluster_autoscaler: self.triggers.trigger_cluster_autoscaler,
@@ -391,6 +247,182 @@ impl Args {
             shutdown_grace: self.shutdown_grace,
         })
     }
+}
+
+/// A Kubernetes object name or identity as we accept it.
+fn name_ok(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && !s.chars().any(char::is_whitespace)
+}
+
+fn check_names(args: &Args) -> Result<(), ConfigError> {
+    if !name_ok(&args.cluster_name) {
+        return Err(invalid(
+            "cluster-name",
+            "must be a non-empty name without spaces",
+        ));
+    }
+    if !name_ok(&args.namespace) {
+        return Err(invalid("namespace", "must be a non-empty name"));
+    }
+    if !name_ok(&args.lease.lease_name) {
+        return Err(invalid("lease-name", "must be a non-empty name"));
+    }
+    Ok(())
+}
+
+/// `--identity`, else the host name.
+fn identity(given: Option<String>) -> Result<String, ConfigError> {
+    match given {
+        Some(i) if name_ok(&i) => Ok(i),
+        Some(_) => Err(invalid("identity", "must be non-empty, without spaces")),
+        None => hostname()
+            .ok_or_else(|| invalid("identity", "not set and no hostname found; set POD_NAME")),
+    }
+}
+
+impl LeaseArgs {
+    /// The election's timings, each bounded by the one it must fit in.
+    fn validate(&self) -> Result<crate::core::term::Timings, ConfigError> {
+        if self.lease_duration < Duration::from_secs(1) {
+            return Err(invalid("lease-duration", "must be at least 1s"));
+        }
+        if self.lease_renew_deadline.is_zero()
+            || self.lease_renew_deadline + Duration::from_millis(200) > self.lease_duration
+        {
+            return Err(invalid(
+                "lease-renew-deadline",
+                "must be > 0 and at least 200ms below --lease-duration",
+            ));
+        }
+        if self.lease_renew_interval.is_zero()
+            || self.lease_renew_interval * 2 > self.lease_renew_deadline
+        {
+            return Err(invalid(
+                "lease-renew-interval",
+                "must be > 0 and at most half of --lease-renew-deadline",
+            ));
+        }
+        if self.lease_retry_interval.is_zero() || self.lease_retry_interval > self.lease_duration {
+            return Err(invalid(
+                "lease-retry-interval",
+                "must be > 0 and at most --lease-duration",
+            ));
+        }
+        Ok(crate::core::term::Timings {
+            duration: self.lease_duration,
+            renew_deadline: self.lease_renew_deadline,
+            renew_interval: self.lease_renew_interval,
+            retry_interval: self.lease_retry_interval,
+        })
+    }
+}
+
+/// `--assignment-valid-for` and `--actuator-keepalive`, which must fit within it.
+fn check_assignment(valid_for: Duration, keepalive: Duration) -> Result<(), ConfigError> {
+    if !(Duration::from_millis(300)..=Duration::from_secs(60)).contains(&valid_for) {
+        return Err(invalid(
+            "assignment-valid-for",
+            "must be 300ms..60s (actuator-svc refuses a grant valid for more than 60s)",
+        ));
+    }
+    if keepalive < Duration::from_millis(100) {
+        return Err(invalid("actuator-keepalive", "must be at least 100ms"));
+    }
+    // The grant's heartbeat goes every third of --assignment-valid-for; a hung replica is
+    // detected within about two keepalive rounds, which must fit within one grant.
+    if keepalive * 2 >= valid_for {
+        return Err(invalid(
+            "actuator-keepalive",
+            format!(
+                "twice it ({:?}) must stay below --assignment-valid-for ({:?}): a hung \
+                 replica must be detected within the grant",
+                keepalive * 2,
+                valid_for
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl ActuatorArgs {
+    /// Exactly one of `--actuator-service` and `--actuator-endpoints`.
+    fn validate(self) -> Result<Discovery, ConfigError> {
+        match (self.actuator_service, self.actuator_endpoints) {
+            (Some(svc), eps) if eps.is_empty() => {
+                let (host, port) =
+                    split_host_port(&svc).map_err(|r| invalid("actuator-service", r))?;
+                Ok(Discovery::Service { host, port })
+            }
+            (None, eps) if !eps.is_empty() => static_endpoints(&eps).map(Discovery::Static),
+            _ => Err(invalid(
+                "actuator-endpoints",
+                "give exactly one of --actuator-endpoints or --actuator-service",
+            )),
+        }
+    }
+}
+
+/// `--actuator-endpoints` as `host:port`, without scheme or trailing slash.
+fn static_endpoints(eps: &[String]) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for e in eps.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+        let bare = e
+            .strip_prefix("http://")
+            .or_else(|| e.strip_prefix("https://"))
+            .unwrap_or(e);
+        split_host_port(bare).map_err(|r| invalid("actuator-endpoints", format!("{e}: {r}")))?;
+        out.push(bare.trim_end_matches('/').to_owned());
+    }
+    if out.is_empty() {
+        return Err(invalid("actuator-endpoints", "no endpoint given"));
+    }
+    Ok(out)
+}
+
+impl TlsArgs {
+    /// No TLS without `--tls-ca`; with it, the files are read now.
+    fn validate(self) -> Result<Option<TlsMaterial>, ConfigError> {
+        let Some(ca) = self.tls_ca else {
+            if self.tls_cert.is_some() || self.tls_server_name.is_some() {
+                return Err(invalid(
+                    "tls-ca",
+                    "required when other --tls-* flags are set",
+                ));
+            }
+            return Ok(None);
+        };
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            _ => None,
+        };
+        let source =
+            crate::tls_reload::ClientTls::load(crate::tls_reload::ClientTlsFiles { ca, identity })?;
+        Ok(Some(TlsMaterial {
+            source: std::sync::Arc::new(source),
+            server_name: self.tls_server_name,
+        }))
+    }
+}
+
+/// `--extra-taint-keys`, trimmed, sorted, without duplicates.
+fn extra_taint_keys(keys: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    let mut extra: Vec<String> = keys
+        .into_iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if let Some(bad) = extra
+        .iter()
+        .find(|k| k.chars().any(|c| c.is_whitespace() || c == '=' || c == ':'))
+    {
+        return Err(invalid(
+            "extra-taint-keys",
+            format!("{bad:?} is not a taint key"),
+        ));
+    }
+    extra.sort();
+    extra.dedup();
+    Ok(extra)
 }
 
 fn hostname() -> Option<String> {

@@ -120,71 +120,117 @@ impl Service {
             admin_addr,
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
-        let core = Core {
-            index: NodeIndex::new(TriggerSet::with_built_ins(
-                config.built_ins,
-                config.extra_taint_keys.clone(),
-            )),
-            dispatch: Dispatcher::new(),
-        };
-        let shared = Arc::new(
-            Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
-                .with_assignment_valid_for(config.assignment_valid_for)
-                .with_hold_writer(crate::writers::hold::HoldWriter::new(client.clone())),
-        );
+        let shared = Arc::new(shared_state(&config, &client, taint_tx));
         let stop = shutdown.child_token();
+        let mut tasks: JoinSet<&'static str> = JoinSet::new();
+        let wiring = Wiring {
+            config: &config,
+            client,
+            lease_client,
+            listener,
+            admin_addr,
+            shared,
+            taint_rx,
+            stop: stop.clone(),
+        };
+        wiring.spawn_all(&mut tasks);
+        let died = first_to_die(&mut tasks, &stop).await;
+        if let Some(name) = died {
+            tracing::error!(task = name, "critical task stopped; shutting down");
+            stop.cancel();
+        } else {
+            tracing::info!(grace = ?config.shutdown_grace, "shutting down");
+        }
+        drain(tasks, config.shutdown_grace).await;
+        match died {
+            Some(name) => Err(RunError::TaskDied(name)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The state every task shares: the pure core with the configured triggers.
+fn shared_state(
+    config: &Config,
+    client: &kube::Client,
+    taint_tx: mpsc::UnboundedSender<crate::core::index::TaintRequest>,
+) -> Shared {
+    let core = Core {
+        index: NodeIndex::new(TriggerSet::with_built_ins(
+            config.built_ins,
+            config.extra_taint_keys.clone(),
+        )),
+        dispatch: Dispatcher::new(),
+    };
+    Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
+        .with_assignment_valid_for(config.assignment_valid_for)
+        .with_hold_writer(crate::writers::hold::HoldWriter::new(client.clone()))
+}
+
+/// Everything the tasks are built from.
+struct Wiring<'a> {
+    config: &'a Config,
+    client: kube::Client,
+    lease_client: kube::Client,
+    listener: TcpListener,
+    admin_addr: SocketAddr,
+    shared: Arc<Shared>,
+    taint_rx: mpsc::UnboundedReceiver<crate::core::index::TaintRequest>,
+    stop: CancellationToken,
+}
+
+/// Spawns `task` under `name`: the name is what the task set reports when it ends.
+fn spawn(
+    tasks: &mut JoinSet<&'static str>,
+    name: &'static str,
+    task: impl Future<Output = ()> + Send + 'static,
+) {
+    tasks.spawn(async move {
+        task.await;
+        name
+    });
+}
+
+impl Wiring<'_> {
+    /// The table of tasks, in start order. Each runs until shutdown; any that ends before is
+    /// critical (see [`first_to_die`]).
+    fn spawn_all(self, tasks: &mut JoinSet<&'static str>) {
+        let Self {
+            config,
+            client,
+            lease_client,
+            listener,
+            admin_addr,
+            shared: s,
+            taint_rx,
+            stop: t,
+        } = self;
         let (ep_tx, ep_rx) = tokio_watch::channel(Vec::new());
         let (ev_tx, ev_rx) = mpsc::channel(1024);
-        let mut tasks: JoinSet<&'static str> = JoinSet::new();
-
-        tasks.spawn({
-            let (s, t) = (shared.clone(), stop.clone());
-            async move {
-                admin::serve(listener, s, t).await;
-                "admin"
-            }
-        });
         let gate = gate::GateHandle::new();
-        tasks.spawn({
-            let (c, s, g, t) = (client.clone(), shared.clone(), gate.clone(), stop.clone());
-            async move {
-                watch::nodes(c, s, g, t).await;
-                "node watch"
-            }
-        });
-        tasks.spawn({
-            let (c, s, g, t) = (client.clone(), shared.clone(), gate, stop.clone());
-            async move {
-                gate::run(c, s, g, t).await;
-                "drain gate"
-            }
-        });
-        tasks.spawn({
-            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
-            async move {
-                watch::events(c, s, t).await;
-                "event watch"
-            }
-        });
-        tasks.spawn({
-            let (c, s, t) = (client.clone(), shared.clone(), stop.clone());
-            async move {
-                taint::run(c, s, taint_rx, t).await;
-                "taint writer"
-            }
-        });
-        tasks.spawn({
-            let (c, id, t) = (client.clone(), config.identity.clone(), stop.clone());
-            async move {
-                results::recorder(c, id, ev_rx, t).await;
-                "event recorder"
-            }
-        });
+        let c = &client;
+        spawn(tasks, "admin", admin::serve(listener, s.clone(), t.clone()));
+        let node_watch = watch::nodes(c.clone(), s.clone(), gate.clone(), t.clone());
+        spawn(tasks, "node watch", node_watch);
+        spawn(
+            tasks,
+            "drain gate",
+            gate::run(c.clone(), s.clone(), gate, t.clone()),
+        );
+        spawn(
+            tasks,
+            "event watch",
+            watch::events(c.clone(), s.clone(), t.clone()),
+        );
+        let taints = taint::run(c.clone(), s.clone(), taint_rx, t.clone());
+        spawn(tasks, "taint writer", taints);
+        let recorder = results::recorder(c.clone(), config.identity.clone(), ev_rx, t.clone());
+        spawn(tasks, "event recorder", recorder);
         if config.dry_run {
             tracing::info!(
                 "dry-run: no lease, no taints, no streams, no events; acting as leader for logs only"
             );
-            shared.become_leader(0);
+            s.become_leader(0);
         } else {
             let lcfg = LeaseConfig {
                 namespace: config.namespace.clone(),
@@ -192,92 +238,93 @@ impl Service {
                 identity: config.identity.clone(),
                 timings: config.lease,
             };
-            tasks.spawn({
-                let (c, s, t) = (lease_client, shared.clone(), stop.clone());
-                async move {
-                    leader::run(c, lcfg, s, t).await;
-                    "lease"
-                }
-            });
-        }
-        let default_server_name = match &config.discovery {
-            Discovery::Service { host, .. } => Some(host.clone()),
-            Discovery::Static(_) => None,
-        };
-        tasks.spawn({
-            let (d, every, t) = (
-                config.discovery.clone(),
-                config.resolve_interval,
-                stop.clone(),
+            spawn(
+                tasks,
+                "lease",
+                leader::run(lease_client, lcfg, s.clone(), t.clone()),
             );
-            async move {
-                discovery::run(d, every, ep_tx, t.clone()).await;
-                // A static list is published once; keep the task alive until shutdown.
-                t.cancelled().await;
-                "discovery"
-            }
-        });
-        let scfg = StreamConfig {
-            cluster_name: config.cluster_name.clone(),
-            identity: config.identity.clone(),
-            tls: config.tls.clone(),
-            default_server_name,
-            resync_interval: config.resync_interval,
-            keepalive: config.actuator_keepalive,
-        };
-        tasks.spawn({
-            let (s, t) = (shared.clone(), stop.clone());
-            async move {
-                stream::manager::run(scfg, s, ep_rx, ev_tx, t).await;
-                "stream manager"
-            }
-        });
-        tasks.spawn({
-            let (s, t) = (shared.clone(), stop.clone());
-            async move {
-                loop {
-                    if s.is_ready() {
-                        tracing::info!(admin = %admin_addr, leader_epoch = ?s.leader_epoch(), "signal-svc ready");
-                        break;
-                    }
-                    tokio::select! {
-                        _ = t.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    }
-                }
-                t.cancelled().await;
-                "readiness"
-            }
-        });
+        }
+        let discover = discover(
+            config.discovery.clone(),
+            config.resolve_interval,
+            ep_tx,
+            t.clone(),
+        );
+        spawn(tasks, "discovery", discover);
+        let streams =
+            stream::manager::run(stream_config(config), s.clone(), ep_rx, ev_tx, t.clone());
+        spawn(tasks, "stream manager", streams);
+        spawn(tasks, "readiness", log_when_ready(s, admin_addr, t));
+    }
+}
 
-        let died = tokio::select! {
-            biased;
-            _ = stop.cancelled() => None,
-            r = tasks.join_next() => match r {
-                // Tasks end on their own only when shutdown has begun.
-                _ if stop.is_cancelled() => None,
-                Some(Ok(name)) => Some(name),
-                _ => Some("unknown"),
-            },
-        };
-        if let Some(name) = died {
-            tracing::error!(task = name, "critical task stopped; shutting down");
-            stop.cancel();
-        } else {
-            tracing::info!(grace = ?config.shutdown_grace, "shutting down");
+/// The streams' settings.
+fn stream_config(config: &Config) -> StreamConfig {
+    let default_server_name = match &config.discovery {
+        Discovery::Service { host, .. } => Some(host.clone()),
+        Discovery::Static(_) => None,
+    };
+    StreamConfig {
+        cluster_name: config.cluster_name.clone(),
+        identity: config.identity.clone(),
+        tls: config.tls.clone(),
+        default_server_name,
+        resync_interval: config.resync_interval,
+        keepalive: config.actuator_keepalive,
+    }
+}
+
+/// Publishes the actuator endpoints until shutdown.
+async fn discover(
+    d: Discovery,
+    every: Duration,
+    tx: tokio_watch::Sender<Vec<String>>,
+    t: CancellationToken,
+) {
+    discovery::run(d, every, tx, t.clone()).await;
+    // A static list is published once; keep the task alive until shutdown.
+    t.cancelled().await;
+}
+
+/// Logs once the instance is ready, then waits for shutdown.
+async fn log_when_ready(s: Arc<Shared>, admin_addr: SocketAddr, t: CancellationToken) {
+    loop {
+        if s.is_ready() {
+            tracing::info!(admin = %admin_addr, leader_epoch = ?s.leader_epoch(), "signal-svc ready");
+            break;
         }
-        let drained = tokio::time::timeout(config.shutdown_grace, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!("shutdown grace elapsed; aborting remaining tasks");
-            tasks.abort_all();
+        tokio::select! {
+            _ = t.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
-        match died {
-            Some(name) => Err(RunError::TaskDied(name)),
-            None => Ok(()),
-        }
+    }
+    t.cancelled().await;
+}
+
+/// The first task that ends on its own, unless shutdown began first (tasks end on their own
+/// only when it has).
+async fn first_to_die(
+    tasks: &mut JoinSet<&'static str>,
+    stop: &CancellationToken,
+) -> Option<&'static str> {
+    tokio::select! {
+        biased;
+        _ = stop.cancelled() => None,
+        r = tasks.join_next() => match r {
+            _ if stop.is_cancelled() => None,
+            Some(Ok(name)) => Some(name),
+            _ => Some("unknown"),
+        },
+    }
+}
+
+/// Lets every task finish within `grace`, then aborts what is left.
+async fn drain(mut tasks: JoinSet<&'static str>, grace: Duration) {
+    let drained =
+        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!("shutdown grace elapsed; aborting remaining tasks");
+        tasks.abort_all();
     }
 }
 

@@ -281,51 +281,16 @@ impl NodeIndex {
     }
 
     fn apply_into(&mut self, node: &Node, now: Timestamp, out: &mut Output) -> Option<String> {
-        let (view, warnings) = match NodeView::from_node(node, now) {
-            Ok(v) => v,
-            Err(e) => {
-                let key = format!("node/{:?}/{:?}", node.metadata.name, node.metadata.uid);
-                self.warn_once(out, key, || format!("{e}; skipped"));
-                return None;
-            }
-        };
-        for w in warnings {
-            let key = format!("node/{}/{w}", view.uid);
-            self.warn_once(out, key, || format!("node {}: {w}", view.name));
-        }
+        let view = self.read_node(node, now, out)?;
         let uid = view.uid.clone();
-        for (type_, reading) in unacted_notice_conditions(node, now) {
-            let (kind, what) = match reading {
-                Reading::Advisory => (
-                    "preempt_advisory",
-                    "a Spot rebalance recommendation (advisory)",
-                ),
-                _ => ("preempt_unknown_form", "an unknown message form"),
-            };
-            let key = format!("cond/{uid}/{type_}/{kind}");
-            if self.warned.insert(key) {
-                out.signals.push(kind);
-                out.warnings.push(format!(
-                    "node {}: condition {type_} is {what}; not acted on",
-                    view.name
-                ));
-            }
-        }
+        self.note_unacted_conditions(node, &view, now, out);
         // Same name, new UID: the old node is gone even if its DELETE was missed.
         if let Some(old) = self.by_name.get(&view.name).filter(|u| **u != uid).cloned() {
             self.remove_uid(&old, out);
         }
         self.by_name.insert(view.name.clone(), uid.clone());
 
-        let mut reasons = self.triggers.reasons(&view.taints);
-        if let Some(label) = self.triggers.label_trigger(exclude_label_value(node)) {
-            reasons.push(label.to_owned());
-        }
-        if view.hold.is_some() {
-            reasons.push(HOLD_ANNOTATION.to_owned());
-        }
-        reasons.sort();
-        reasons.dedup();
+        let reasons = self.reasons(node, &view);
         let desired = if reasons.is_empty() {
             Desired::None
         } else {
@@ -333,62 +298,15 @@ impl NodeIndex {
         };
         let entry = self.nodes.get(&uid);
         let previous = entry.map(|e| &e.state);
-        let mut notice = entry.and_then(|e| e.notice);
-
-        // New trigger keys are signals.
-        for r in &reasons {
-            if !previous.is_some_and(|p| p.reasons.contains(r)) {
-                out.signals.push(match r.as_str() {
-                    HOLD_ANNOTATION => "hold",
-                    EXCLUDE_FROM_LB_LABEL => "label",
-                    _ => "taint",
-                });
-            }
-        }
-        let mut new_notice = false;
-        if notice.is_none() {
-            if let Some(c) = view.condition_notice {
-                notice = Some(NoticeSeen {
-                    observed_at: now,
-                    deadline: c.deadline,
-                });
-                out.signals.push("preempt_condition");
-                new_notice = true;
-            } else if let Some(p) = self.notices.get(&view.name).copied()
-                && event_belongs_to(p.at, view.created)
-            {
-                notice = Some(NoticeSeen {
-                    observed_at: p.observed_at,
-                    deadline: p.deadline,
-                });
-                out.signals.push("preempt_event");
-                new_notice = true;
-            }
-        }
-        if new_notice && needs_spot_taint(&view) {
-            out.taints.push(TaintRequest {
-                name: view.name.clone(),
-                uid: uid.clone(),
-            });
-        }
-
-        let (observed_at, deadline) = match previous {
-            Some(p) if p.desired == desired => (p.observed_at, p.deadline),
-            _ if desired == Desired::Down => match notice {
-                Some(n) => (n.observed_at.min(now), Some(n.deadline)),
-                None => (now, None),
-            },
-            _ => (now, None),
-        };
-        let changed = match previous {
-            None => true,
-            Some(p) => {
-                p.desired != desired
-                    || p.reasons != reasons
-                    || p.node.hold != view.hold
-                    || !p.node.same_ref(&view)
-            }
-        };
+        signal_new_reasons(previous, &reasons, out);
+        let notice = self.notice_of(&view, entry.and_then(|e| e.notice), now, out);
+        let (observed_at, deadline) = since(previous, desired, notice, now);
+        let changed = previous.is_none_or(|p| {
+            p.desired != desired
+                || p.reasons != reasons
+                || p.node.hold != view.hold
+                || !p.node.same_ref(&view)
+        });
         let prev_desired = previous.map(|p| p.desired);
         let state = DesiredState {
             node: view,
@@ -405,6 +323,105 @@ impl NodeIndex {
         }
         self.nodes.insert(uid.clone(), Entry { state, notice });
         Some(uid)
+    }
+
+    /// The node as the index reads it; a node that cannot be read is warned about once and
+    /// skipped, and so is each lesser problem with one of its fields.
+    fn read_node(&mut self, node: &Node, now: Timestamp, out: &mut Output) -> Option<NodeView> {
+        let (view, warnings) = match NodeView::from_node(node, now) {
+            Ok(v) => v,
+            Err(e) => {
+                let key = format!("node/{:?}/{:?}", node.metadata.name, node.metadata.uid);
+                self.warn_once(out, key, || format!("{e}; skipped"));
+                return None;
+            }
+        };
+        for w in warnings {
+            let key = format!("node/{}/{w}", view.uid);
+            self.warn_once(out, key, || format!("node {}: {w}", view.name));
+        }
+        Some(view)
+    }
+
+    /// Notice conditions that are not an eviction: counted and logged once, never acted on.
+    fn note_unacted_conditions(
+        &mut self,
+        node: &Node,
+        view: &NodeView,
+        now: Timestamp,
+        out: &mut Output,
+    ) {
+        for (type_, reading) in unacted_notice_conditions(node, now) {
+            let (kind, what) = match reading {
+                Reading::Advisory => (
+                    "preempt_advisory",
+                    "a Spot rebalance recommendation (advisory)",
+                ),
+                _ => ("preempt_unknown_form", "an unknown message form"),
+            };
+            let key = format!("cond/{}/{type_}/{kind}", view.uid);
+            if self.warned.insert(key) {
+                out.signals.push(kind);
+                out.warnings.push(format!(
+                    "node {}: condition {type_} is {what}; not acted on",
+                    view.name
+                ));
+            }
+        }
+    }
+
+    /// Why the node should be `Down`: its trigger taints, the exclusion label, a hold (sorted,
+    /// no duplicates; empty: `None`).
+    fn reasons(&self, node: &Node, view: &NodeView) -> Vec<String> {
+        let mut reasons = self.triggers.reasons(&view.taints);
+        if let Some(label) = self.triggers.label_trigger(exclude_label_value(node)) {
+            reasons.push(label.to_owned());
+        }
+        if view.hold.is_some() {
+            reasons.push(HOLD_ANNOTATION.to_owned());
+        }
+        reasons.sort();
+        reasons.dedup();
+        reasons
+    }
+
+    /// The node's Spot notice: the one seen before, else one from its conditions, else a
+    /// pending event notice for this incarnation. A new one is a signal, and asks for the
+    /// draining taint if the node needs it.
+    fn notice_of(
+        &self,
+        view: &NodeView,
+        seen: Option<NoticeSeen>,
+        now: Timestamp,
+        out: &mut Output,
+    ) -> Option<NoticeSeen> {
+        if seen.is_some() {
+            return seen;
+        }
+        let notice = if let Some(c) = view.condition_notice {
+            out.signals.push("preempt_condition");
+            NoticeSeen {
+                observed_at: now,
+                deadline: c.deadline,
+            }
+        } else if let Some(p) = self.notices.get(&view.name).copied()
+            && event_belongs_to(p.at, view.created)
+        {
+            out.signals.push("preempt_event");
+            NoticeSeen {
+                observed_at: p.observed_at,
+                deadline: p.deadline,
+            }
+        } else {
+            return None;
+        };
+        if needs_spot_taint(view) {
+            out.taints.push(TaintRequest {
+                name: view.name.clone(),
+                uid: view.uid.clone(),
+            });
+        }
+        Some(notice)
     }
 
     fn match_event_notice(&mut self, uid: &str, p: PendingNotice, out: &mut Output) {
@@ -448,6 +465,37 @@ impl NodeIndex {
         if self.warned.insert(key) {
             out.warnings.push(msg());
         }
+    }
+}
+
+/// New trigger keys are signals.
+fn signal_new_reasons(previous: Option<&DesiredState>, reasons: &[String], out: &mut Output) {
+    for r in reasons {
+        if !previous.is_some_and(|p| p.reasons.contains(r)) {
+            out.signals.push(match r.as_str() {
+                HOLD_ANNOTATION => "hold",
+                EXCLUDE_FROM_LB_LABEL => "label",
+                _ => "taint",
+            });
+        }
+    }
+}
+
+/// Since when the node has wanted `desired`, and the notice's deadline: kept while the
+/// desired state stays; a new `Down` counts from its notice if one came first.
+fn since(
+    previous: Option<&DesiredState>,
+    desired: Desired,
+    notice: Option<NoticeSeen>,
+    now: Timestamp,
+) -> (Timestamp, Option<Timestamp>) {
+    match previous {
+        Some(p) if p.desired == desired => (p.observed_at, p.deadline),
+        _ if desired == Desired::Down => match notice {
+            Some(n) => (n.observed_at.min(now), Some(n.deadline)),
+            None => (now, None),
+        },
+        _ => (now, None),
     }
 }
 

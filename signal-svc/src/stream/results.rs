@@ -4,9 +4,10 @@
 
 use crate::core::coverage::{Coverage, Reached};
 use crate::shared::Shared;
-use cutover_proto::v1::{AdminState, NodeResult, ResultPhase};
+use cutover_proto::v1::{AdminState, NodeDesiredState, NodeRef, NodeResult, ResultPhase, Version};
 use jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -50,48 +51,14 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         let cov: &mut Coverage = reported.entry(node.uid.clone()).or_default();
         cov.add(version, phase, &r.load_balancers, r.repaired, &managed)
     };
-    let down = r.desired == AdminState::Down as i32;
-    for step in &reached {
-        let phase = match step {
-            Reached::Accepted | Reached::Regressed => ResultPhase::Accepted,
-            Reached::Effective => ResultPhase::Effective,
-            Reached::Failed => ResultPhase::Failed,
-        };
-        // No stream listening is fine: a stream that opens later gets `fleet_statuses`. A
-        // regression goes out as ACCEPTED: it wakes the gate writer (which reads the
-        // regression from the coverage), and actuators keep their EFFECTIVE (phases only move
-        // forward there within a version).
-        let _ = shared.statuses.send(crate::shared::node_status(
-            &node.name, &node.uid, version, phase,
-        ));
-    }
+    publish_phases(shared, node, version, &reached);
+    let result = Reported {
+        r,
+        node,
+        down: r.desired == AdminState::Down as i32,
+    };
     if r.repaired && phase == ResultPhase::Effective {
-        // The actuator found entries of this node in another state than desired (an outside
-        // writer, an outage, a restart, a load balancer re-created) and set them back: each
-        // repair is news, whatever was reported before.
-        shared.metrics.result("repaired");
-        if reached.contains(&Reached::Effective) {
-            shared.metrics.result("effective");
-        }
-        let entries: Vec<&str> = r.entries.iter().map(|e| e.pool.as_str()).collect();
-        let note = if down {
-            format!(
-                "Backend entries of this node were found in another state than Down (an outside writer, a re-created load balancer) and were set back to Down (pools: {})",
-                entries.join(", ")
-            )
-        } else {
-            format!(
-                "Backend entries of this node were Down without a trigger or hold and were set back to None (pools: {})",
-                entries.join(", ")
-            )
-        };
-        return Some(NodeEvent {
-            node: node.name.clone(),
-            uid: node.uid.clone(),
-            warning: true,
-            reason: "LoadBalancerAdminStateRepaired",
-            note: truncate(note),
-        });
+        return Some(result.repaired(shared, &reached));
     }
     let mut event = None;
     for step in reached {
@@ -109,61 +76,130 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
             }
             Reached::Effective => {
                 shared.metrics.result("effective");
-                if !down && !restore {
+                if !result.down && !restore {
                     // The None every untriggered node carries: nothing happened to tell.
                     continue;
                 }
-                if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
-                    shared.metrics.signal_to_effective.observe(s);
-                }
-                if down && let Some(left) = secs_since(current.deadline.as_ref(), now) {
-                    shared.metrics.notice_window_remaining.observe(-left);
-                }
-                let state = if down { "Down" } else { "None" };
-                let lbs: Vec<&str> = if managed.is_empty() {
-                    r.entries.iter().map(|e| e.load_balancer.as_str()).collect()
-                } else {
-                    managed.iter().map(String::as_str).collect()
-                };
-                let mut lbs = lbs;
-                lbs.sort_unstable();
-                lbs.dedup();
-                event = Some(NodeEvent {
-                    node: node.name.clone(),
-                    uid: node.uid.clone(),
-                    warning: false,
-                    reason: if down {
-                        "LoadBalancerAdminStateDown"
-                    } else {
-                        "LoadBalancerAdminStateNone"
-                    },
-                    note: truncate(format!(
-                        "Load balancer admin state {state} is effective on every managed load balancer ({})",
-                        lbs.join(", ")
-                    )),
-                });
+                observe_effective(shared, &current, result.down, now);
+                event = Some(result.effective(&managed));
             }
             Reached::Failed => {
                 shared.metrics.result("failed");
-                let retry = if r.will_retry {
-                    "; the actuator retries"
-                } else {
-                    ""
-                };
-                event = Some(NodeEvent {
-                    node: node.name.clone(),
-                    uid: node.uid.clone(),
-                    warning: true,
-                    reason: "LoadBalancerAdminStateUpdateFailed",
-                    note: truncate(format!(
-                        "Setting the load balancer admin state failed: {}{retry}",
-                        r.reason
-                    )),
-                });
+                event = Some(result.failed());
             }
         }
     }
     event
+}
+
+/// Sends the fleet-wide phases a result reached down every stream.
+fn publish_phases(shared: &Shared, node: &NodeRef, version: Version, reached: &[Reached]) {
+    for step in reached {
+        let phase = match step {
+            Reached::Accepted | Reached::Regressed => ResultPhase::Accepted,
+            Reached::Effective => ResultPhase::Effective,
+            Reached::Failed => ResultPhase::Failed,
+        };
+        // No stream listening is fine: a stream that opens later gets `fleet_statuses`. A
+        // regression goes out as ACCEPTED: it wakes the gate writer (which reads the
+        // regression from the coverage), and actuators keep their EFFECTIVE (phases only move
+        // forward there within a version).
+        let _ = shared.statuses.send(crate::shared::node_status(
+            &node.name, &node.uid, version, phase,
+        ));
+    }
+}
+
+/// How long from the signal to an effective state, and what was left of a Spot notice.
+fn observe_effective(shared: &Shared, current: &NodeDesiredState, down: bool, now: Timestamp) {
+    if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
+        shared.metrics.signal_to_effective.observe(s);
+    }
+    if down && let Some(left) = secs_since(current.deadline.as_ref(), now) {
+        shared.metrics.notice_window_remaining.observe(-left);
+    }
+}
+
+/// One result of the node's current version, as the events about it read it.
+struct Reported<'a> {
+    r: &'a NodeResult,
+    node: &'a NodeRef,
+    down: bool,
+}
+
+impl Reported<'_> {
+    fn event(&self, warning: bool, reason: &'static str, note: String) -> NodeEvent {
+        NodeEvent {
+            node: self.node.name.clone(),
+            uid: self.node.uid.clone(),
+            warning,
+            reason,
+            note: truncate(note),
+        }
+    }
+
+    /// The actuator found entries of this node in another state than desired (an outside
+    /// writer, an outage, a restart, a load balancer re-created) and set them back: each
+    /// repair is news, whatever was reported before.
+    fn repaired(&self, shared: &Shared, reached: &[Reached]) -> NodeEvent {
+        shared.metrics.result("repaired");
+        if reached.contains(&Reached::Effective) {
+            shared.metrics.result("effective");
+        }
+        let entries: Vec<&str> = self.r.entries.iter().map(|e| e.pool.as_str()).collect();
+        let note = if self.down {
+            format!(
+                "Backend entries of this node were found in another state than Down (an outside writer, a re-created load balancer) and were set back to Down (pools: {})",
+                entries.join(", ")
+            )
+        } else {
+            format!(
+                "Backend entries of this node were Down without a trigger or hold and were set back to None (pools: {})",
+                entries.join(", ")
+            )
+        };
+        self.event(true, "LoadBalancerAdminStateRepaired", note)
+    }
+
+    /// The desired state is effective on every managed load balancer.
+    fn effective(&self, managed: &BTreeSet<String>) -> NodeEvent {
+        let state = if self.down { "Down" } else { "None" };
+        let lbs: Vec<&str> = if managed.is_empty() {
+            self.r
+                .entries
+                .iter()
+                .map(|e| e.load_balancer.as_str())
+                .collect()
+        } else {
+            managed.iter().map(String::as_str).collect()
+        };
+        let mut lbs = lbs;
+        lbs.sort_unstable();
+        lbs.dedup();
+        let reason = if self.down {
+            "LoadBalancerAdminStateDown"
+        } else {
+            "LoadBalancerAdminStateNone"
+        };
+        let note = format!(
+            "Load balancer admin state {state} is effective on every managed load balancer ({})",
+            lbs.join(", ")
+        );
+        self.event(false, reason, note)
+    }
+
+    fn failed(&self) -> NodeEvent {
+        let retry = if self.r.will_retry {
+            "; the actuator retries"
+        } else {
+            ""
+        };
+        let note = format!(
+            "Setting the load balancer admin state failed: {}{retry}",
+            self.r.reason
+        );
+        self.event(true, "LoadBalancerAdminStateUpdateFailed", note)
+    }
 }
 
 fn truncate(mut s: String) -> String {
