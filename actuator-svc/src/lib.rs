@@ -42,3 +42,6 @@ pub mod runtime;
 pub mod state;
 pub mod tls_reload;
 pub mod writer;
+
+#[cfg(test)]
+mod layers_tests;

@@ -180,108 +180,120 @@ fn refusal_message(what: &str, r: &Refusal) -> String {
     )
 }
 
-/// Findings about one LB that was read.
-fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
-    let mut push = |severity, code, message: String| {
-        out.push(Finding {
-            severity,
-            code,
-            message,
-        })
-    };
-    match SkuClass::of(Some(&doc.sku)) {
-        SkuClass::Basic => push(
-            Severity::Blocking,
-            "basic-sku",
-            format!(
-                "load balancer {name} is Basic SKU: admin state exists on Standard only (Basic is retired since 30 Sep 2025); migrate it to Standard"
-            ),
-        ),
-        SkuClass::Service => push(
-            Severity::Warning,
-            "service-gateway",
-            format!(
-                "load balancer {name} has SKU Service (cloud-provider-azure ServiceGateway mode): its pools hold pod IPs, node admin state does not apply there"
-            ),
-        ),
-        SkuClass::Other => push(
-            Severity::Warning,
-            "unsupported-sku",
-            format!("load balancer {name} has SKU {}: not managed", doc.sku),
-        ),
-        SkuClass::Standard => {}
+fn finding(severity: Severity, code: &'static str, message: String) -> Finding {
+    Finding {
+        severity,
+        code,
+        message,
     }
+}
+
+/// Findings about one LB that was read: its SKU, then (Standard only) its rules and pools.
+fn lb_findings(name: &str, doc: &LbDoc, out: &mut Vec<Finding>) {
+    out.extend(sku_finding(name, doc));
     if SkuClass::of(Some(&doc.sku)) != SkuClass::Standard {
         return;
     }
     for (rule, pools) in &doc.unprobed_rules {
-        push(
+        out.push(finding(
             Severity::Warning,
             "rule-without-probe",
             format!(
                 "rule {name}/{rule} has no health probe: admin state does not act on its traffic (pools: {})",
                 pools.join(", ")
             ),
-        );
+        ));
     }
     for pool in &doc.pools {
-        let id = format!("{name}/{}", pool.name);
-        match pool_verdict(&doc.sku, pool) {
-            PoolVerdict::OutboundOnly => push(
-                Severity::Info,
-                "outbound-only-pool",
-                format!("pool {id} is used by outbound rules only: never written"),
+        pool_findings(name, &doc.sku, pool, out);
+    }
+}
+
+/// What an LB's SKU means for cutover, unless it is Standard.
+fn sku_finding(name: &str, doc: &LbDoc) -> Option<Finding> {
+    Some(match SkuClass::of(Some(&doc.sku)) {
+        SkuClass::Basic => finding(
+            Severity::Blocking,
+            "basic-sku",
+            format!(
+                "load balancer {name} is Basic SKU: admin state exists on Standard only (Basic is retired since 30 Sep 2025); migrate it to Standard"
             ),
-            PoolVerdict::NatOnly => push(
-                Severity::Warning,
-                "nat-only-pool",
-                format!(
-                    "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules, so it is never written"
-                ),
+        ),
+        SkuClass::Service => finding(
+            Severity::Warning,
+            "service-gateway",
+            format!(
+                "load balancer {name} has SKU Service (cloud-provider-azure ServiceGateway mode): its pools hold pod IPs, node admin state does not apply there"
             ),
-            PoolVerdict::ManagedNoEffect if pool.lb_rules > 0 => push(
-                Severity::Warning,
-                "pool-without-probed-rule",
-                format!(
-                    "pool {id}: none of its {} rules has a probe, so Down has no effect",
-                    pool.lb_rules
-                ),
+        ),
+        SkuClass::Other => finding(
+            Severity::Warning,
+            "unsupported-sku",
+            format!("load balancer {name} has SKU {}: not managed", doc.sku),
+        ),
+        SkuClass::Standard => return None,
+    })
+}
+
+/// Findings about one pool of a Standard LB: never written, Down without effect, NAT
+/// traffic, entries no node can claim.
+fn pool_findings(name: &str, sku: &str, pool: &PoolFacts, out: &mut Vec<Finding>) {
+    let id = format!("{name}/{}", pool.name);
+    match pool_verdict(sku, pool) {
+        PoolVerdict::OutboundOnly => out.push(finding(
+            Severity::Info,
+            "outbound-only-pool",
+            format!("pool {id} is used by outbound rules only: never written"),
+        )),
+        PoolVerdict::NatOnly => out.push(finding(
+            Severity::Warning,
+            "nat-only-pool",
+            format!(
+                "pool {id} is used by inbound NAT rules only: admin state is not supported with NAT rules, so it is never written"
             ),
-            _ => {}
-        }
-        if pool.nat_rules > 0 && pool.lb_rules > 0 {
-            push(
-                Severity::Warning,
-                "pool-with-nat-rules",
-                format!(
-                    "pool {id} is also used by {} inbound NAT rule(s): admin state does not act on NAT traffic",
-                    pool.nat_rules
-                ),
-            );
-        }
-        let unmatched: Vec<&str> = pool
-            .entries
-            .iter()
-            .filter(|e| matches!(e.owner, Owner::DetachedNic(_) | Owner::Unknown))
-            .map(|e| e.name.as_str())
-            .collect();
-        if !unmatched.is_empty() {
-            push(
-                Severity::Warning,
-                "entries-without-vm",
-                format!(
-                    "pool {id}: {} entr{} match no VM (NIC without a VM, or no address): no node can claim them ({})",
-                    unmatched.len(),
-                    if unmatched.len() == 1 { "y" } else { "ies" },
-                    unmatched
-                        .iter()
-                        .take(5)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            );
-        }
+        )),
+        PoolVerdict::ManagedNoEffect if pool.lb_rules > 0 => out.push(finding(
+            Severity::Warning,
+            "pool-without-probed-rule",
+            format!(
+                "pool {id}: none of its {} rules has a probe, so Down has no effect",
+                pool.lb_rules
+            ),
+        )),
+        _ => {}
+    }
+    if pool.nat_rules > 0 && pool.lb_rules > 0 {
+        out.push(finding(
+            Severity::Warning,
+            "pool-with-nat-rules",
+            format!(
+                "pool {id} is also used by {} inbound NAT rule(s): admin state does not act on NAT traffic",
+                pool.nat_rules
+            ),
+        ));
+    }
+    let unmatched: Vec<&str> = pool
+        .entries
+        .iter()
+        .filter(|e| matches!(e.owner, Owner::DetachedNic(_) | Owner::Unknown))
+        .map(|e| e.name.as_str())
+        .collect();
+    if !unmatched.is_empty() {
+        out.push(finding(
+            Severity::Warning,
+            "entries-without-vm",
+            format!(
+                "pool {id}: {} entr{} match no VM (NIC without a VM, or no address): no node can claim them ({})",
+                unmatched.len(),
+                if unmatched.len() == 1 { "y" } else { "ies" },
+                unmatched
+                    .iter()
+                    .take(5)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
     }
 }
 
@@ -367,6 +379,17 @@ pub fn classify(s: &Survey) -> Report {
 /// The printed report: LBs and pools, entries per VM / per IP, then the findings.
 fn render(s: &Survey, findings: &[Finding]) -> String {
     let mut t = String::new();
+    render_header(&mut t, s);
+    for lb in &s.lbs {
+        render_lb(&mut t, lb);
+    }
+    render_owners(&mut t, s);
+    render_findings(&mut t, findings);
+    t
+}
+
+/// Subscription, resource group, api-version and the NIC read.
+fn render_header(t: &mut String, s: &Survey) {
     let served = match s.api_version_served {
         Some(true) => "served",
         Some(false) => "NOT served",
@@ -387,52 +410,57 @@ fn render(s: &Survey, findings: &[Finding]) -> String {
         }
     }
     let _ = writeln!(t);
-    for lb in &s.lbs {
-        let role = if lb.managed { "configured" } else { "found" };
-        match &lb.read {
-            LbRead::Found(doc) => {
-                let sku = if doc.sku.is_empty() {
-                    "(none)"
-                } else {
-                    &doc.sku
-                };
-                let _ = writeln!(t, "load balancer {} ({role}, SKU {sku})", lb.name);
-                for pool in &doc.pools {
-                    let _ = writeln!(
-                        t,
-                        "  pool {}: {}, {} entries, {} rules ({} probed), {} outbound, {} NAT: {}",
-                        pool.name,
-                        PoolKind::of(pool).label(),
-                        pool.entries.len(),
-                        pool.lb_rules,
-                        pool.probed_rules,
-                        pool.outbound_rules,
-                        pool.nat_rules,
-                        pool_verdict(&doc.sku, pool).label()
-                    );
-                }
-            }
-            LbRead::NotFound => {
-                let _ = writeln!(t, "load balancer {} ({role}): not found", lb.name);
-            }
-            LbRead::Refused(r) => {
+}
+
+/// One load balancer and its pools, or why it could not be read.
+fn render_lb(t: &mut String, lb: &LbFacts) {
+    let role = if lb.managed { "configured" } else { "found" };
+    match &lb.read {
+        LbRead::Found(doc) => {
+            let sku = if doc.sku.is_empty() {
+                "(none)"
+            } else {
+                &doc.sku
+            };
+            let _ = writeln!(t, "load balancer {} ({role}, SKU {sku})", lb.name);
+            for pool in &doc.pools {
                 let _ = writeln!(
                     t,
-                    "load balancer {} ({role}): refused ({} {})",
-                    lb.name, r.status, r.code
-                );
-            }
-            LbRead::Failed { code, .. } => {
-                let _ = writeln!(
-                    t,
-                    "load balancer {} ({role}): read failed ({code})",
-                    lb.name
+                    "  pool {}: {}, {} entries, {} rules ({} probed), {} outbound, {} NAT: {}",
+                    pool.name,
+                    PoolKind::of(pool).label(),
+                    pool.entries.len(),
+                    pool.lb_rules,
+                    pool.probed_rules,
+                    pool.outbound_rules,
+                    pool.nat_rules,
+                    pool_verdict(&doc.sku, pool).label()
                 );
             }
         }
+        LbRead::NotFound => {
+            let _ = writeln!(t, "load balancer {} ({role}): not found", lb.name);
+        }
+        LbRead::Refused(r) => {
+            let _ = writeln!(
+                t,
+                "load balancer {} ({role}): refused ({} {})",
+                lb.name, r.status, r.code
+            );
+        }
+        LbRead::Failed { code, .. } => {
+            let _ = writeln!(
+                t,
+                "load balancer {} ({role}): read failed ({code})",
+                lb.name
+            );
+        }
     }
-    // Entries per VM (NIC-based) or per IP (IP-based): without Kubernetes access the preflight
-    // cannot name nodes; the service matches VMs by providerID and IPs by the Node's addresses.
+}
+
+/// Entries per VM (NIC-based) or per IP (IP-based): without Kubernetes access the preflight
+/// cannot name nodes; the service matches VMs by providerID and IPs by the Node's addresses.
+fn render_owners(t: &mut String, s: &Survey) {
     let mut per_owner: BTreeMap<&Owner, Vec<String>> = BTreeMap::new();
     for lb in &s.lbs {
         let LbRead::Found(doc) = &lb.read else {
@@ -466,6 +494,10 @@ fn render(s: &Survey, findings: &[Finding]) -> String {
         );
     }
     let _ = writeln!(t);
+}
+
+/// The findings and the verdict.
+fn render_findings(t: &mut String, findings: &[Finding]) {
     if findings.is_empty() {
         let _ = writeln!(t, "no findings");
     }
@@ -482,7 +514,6 @@ fn render(s: &Survey, findings: &[Finding]) -> String {
             "ok"
         }
     );
-    t
 }
 
 #[cfg(test)]
