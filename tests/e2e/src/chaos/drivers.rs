@@ -101,6 +101,7 @@ impl Drivers {
             start: now,
             end: now,
             param,
+            lb: None,
         });
         self.active.len() - 1
     }
@@ -226,6 +227,7 @@ impl Drivers {
                     if let Some(a) = self.active.get_mut(record) {
                         a.start = jiff::Timestamp::now();
                         a.end = a.start;
+                        a.lb = lb.clone();
                     }
                 }
             }

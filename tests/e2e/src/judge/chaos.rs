@@ -39,6 +39,8 @@ pub struct Active {
     pub end: Timestamp,
     /// Latency in ms (API latency), a count (failures, failed operations).
     pub param: u64,
+    /// The load balancer a removal took away (absent from `start` to `end`).
+    pub lb: Option<String>,
 }
 
 /// What the design promises, in milliseconds: the floor and each fault's cost.
@@ -565,6 +567,7 @@ mod tests {
             start: at(start),
             end: at(end),
             param: 0,
+            lb: None,
         }
     }
 

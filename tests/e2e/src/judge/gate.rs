@@ -9,6 +9,9 @@
 //! - an outside write (a reset, an LB re-created without admin states) under a `True` or
 //!   `False`: found on the actuator's next self-heal read, so the condition must leave that
 //!   status within the self-heal interval plus the transition allowance of the write;
+//! - a load balancer removed (by its owner) under a `True`: it keeps a cut pending once read
+//!   (design, "The drain gate"), found on the next self-heal read as an outside write is; an
+//!   absent load balancer has no entry that could be `Down`, so it never contradicts `False`;
 //! - cutover's own write of the node's next desired state (the drainer's node came back or
 //!   left again): the condition must leave the old status within the allowance of the intent
 //!   (signal-svc writes `Unknown` when it sees the change, the actuator's write may be faster);
@@ -80,8 +83,9 @@ pub fn drain_gate(i: &Inputs<'_>) -> (GateStats, Vec<Violation>) {
                 stats.false_periods += 1;
             }
             for e in &entries {
-                let log = changes.get(e).map_or(&[][..], Vec::as_slice);
-                for (cause, wrong_from, wrong_until) in wrong_periods(log, want, from, until) {
+                let real = changes.get(e).map_or(&[][..], Vec::as_slice);
+                let log = with_absence(real, &e.0, i.faults);
+                for (cause, wrong_from, wrong_until) in wrong_periods(&log, want, from, until) {
                     let stale = wrong_until.duration_since(wrong_from);
                     stats.longest_stale = stats.longest_stale.max(stale);
                     let verdict = match cause {
@@ -124,6 +128,34 @@ pub fn drain_gate(i: &Inputs<'_>) -> (GateStats, Vec<Violation>) {
         }
     }
     (stats, out)
+}
+
+/// The entry's log with its load balancer's removals in it: while absent it counts as `None`
+/// for a `False` and as an outside write of `None` for a `True` (see the module doc), back to
+/// its logged state when re-created (arm-sim logs the re-creation's cleared admin states).
+fn with_absence(log: &[Change], lb: &str, faults: &[super::chaos::Active]) -> Vec<Change> {
+    let mut out = log.to_vec();
+    for f in faults.iter().filter(|f| f.lb.as_deref() == Some(lb)) {
+        let Some(template) = log.first() else {
+            continue;
+        };
+        let absent = |time, state| Change {
+            time,
+            state,
+            outside: true,
+            ..template.clone()
+        };
+        let back = log
+            .iter()
+            .take_while(|c| c.time <= f.end)
+            .last()
+            .map_or(State::None, |c| c.state);
+        // Gone: nothing there can be Down (for a True, a change away from Down).
+        out.push(absent(f.start, State::None));
+        out.push(absent(f.end, back));
+    }
+    out.sort_by_key(|c| c.time);
+    out
 }
 
 /// The parts of `[from, until)` in which the entry (its effective `log`) is not in `want`,
@@ -293,5 +325,64 @@ mod tests {
         let intents = [intent(&n, 0, State::Down), intent(&n, 10_000, State::None)];
         let g = [gate(&n, 2_300, "True"), gate(&n, 60_000, "False")];
         assert!(!judge(&c, &log, &intents, &g).is_empty());
+    }
+
+    /// A soak found this: an LB removed while its node was cut, the node restored while it was
+    /// gone (an absent LB counts as done for `None`), `False` committed before the LB came
+    /// back without admin states. Nothing was `Down` anywhere: no violation. A `True` kept
+    /// over the absence must still drop within the self-heal bound.
+    #[test]
+    fn an_absent_load_balancer_never_contradicts_false_and_must_end_a_true() {
+        let c = cluster();
+        let n = c.nodes[0].name.clone();
+        let entries = node_entries(&c, &n);
+        let lb = entries[0].0.clone();
+        let mut log = changes(&c, &n, 2_000, State::Down, false);
+        log.extend(
+            changes(&c, &n, 40_000, State::None, false)
+                .into_iter()
+                .filter(|x| x.lb != lb),
+        );
+        // arm-sim logs the re-creation's cleared admin states as outside writes.
+        log.extend(
+            changes(&c, &n, 45_000, State::None, true)
+                .into_iter()
+                .filter(|x| x.lb == lb),
+        );
+        let removal = super::super::chaos::Active {
+            kind: crate::chaos::schedule::FaultKind::LbRemoved,
+            start: at(30_000),
+            end: at(45_000),
+            param: 0,
+            lb: Some(lb),
+        };
+        let intents = [intent(&n, 0, State::Down), intent(&n, 38_000, State::None)];
+        let b = bounds();
+        let g = [
+            gate(&n, 2_300, "True"),
+            gate(&n, 38_100, "Unknown"),
+            gate(&n, 40_300, "False"),
+        ];
+        let run = |g: &[GateChange]| {
+            drain_gate(&Inputs {
+                cluster: &c,
+                log: &log,
+                intents: &intents,
+                faults: std::slice::from_ref(&removal),
+                epochs: &[],
+                end_entries: &[],
+                gate: g,
+                bounds: &b,
+                start: at(0),
+                end: at(120_000),
+            })
+            .1
+        };
+        assert_eq!(run(&g), vec![]);
+        let stuck = [gate(&n, 2_300, "True")];
+        assert!(
+            !run(&stuck).is_empty(),
+            "True over an absent LB and a restore, for good"
+        );
     }
 }
