@@ -56,7 +56,7 @@ impl std::fmt::Debug for Service {
 }
 
 async fn kube_config(config: &Config) -> Result<kube::Config, RunError> {
-    let kcfg = match &config.kubeconfig {
+    let mut kcfg = match &config.kubeconfig {
         Some(path) => {
             let kerr = |reason: String| RunError::Kubeconfig {
                 path: path.display().to_string(),
@@ -71,6 +71,7 @@ async fn kube_config(config: &Config) -> Result<kube::Config, RunError> {
             .await
             .map_err(|e| RunError::Client(e.to_string()))?,
     };
+    crate::k8s::proxy::route_from_env(&mut kcfg);
     Ok(kcfg)
 }
 

@@ -3,6 +3,8 @@
 //!
 //! - [`watch`]: the watch tasks (Nodes with a relist on demand, `PreemptScheduled` Events).
 //! - [`slim_node`]: the slim Node the watch decodes (only the fields the core reads).
+//! - [`proxy`]: whether the API server is reached through `HTTPS_PROXY` (`NO_PROXY` decides).
 
+pub mod proxy;
 pub mod slim_node;
 pub mod watch;

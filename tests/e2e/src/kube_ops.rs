@@ -27,7 +27,10 @@ pub const GATE_CONDITION: &str = "LoadBalancerAdminStateDown";
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
     let raw = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("read {}", kubeconfig.display()))?;
-    let config = Config::from_custom_kubeconfig(raw, &Default::default()).await?;
+    let mut config = Config::from_custom_kubeconfig(raw, &Default::default()).await?;
+    // The sandbox's API servers are on loopback: its own requests never take a proxy the
+    // user's environment names (kube 5 would send them through HTTPS_PROXY).
+    config.proxy_url = None;
     Ok(Client::try_from(config)?)
 }
 

@@ -14,6 +14,21 @@ use std::time::{Duration, Instant};
 /// The arm-sim CA certificate, written in the run directory for the actuators.
 const ARM_CA_FILE: &str = "arm-sim-ca.pem";
 
+/// `NO_PROXY` for the services: whatever the environment says, plus loopback, where every server
+/// of the stack listens. With HTTPS_PROXY set (a machine behind a proxy, or AKS's HTTP proxy
+/// feature copied into a shell), both services would otherwise send their Kubernetes and ARM
+/// requests to a proxy that cannot reach this machine's loopback.
+pub fn loopback_no_proxy() -> String {
+    let own = ["NO_PROXY", "no_proxy"]
+        .iter()
+        .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
+    let loopback = "localhost,127.0.0.1,::1";
+    match own {
+        Some(own) => format!("{own},{loopback}"),
+        None => loopback.to_string(),
+    }
+}
+
 /// The user signal-svc authenticates as to kube-sim (its ServiceAccount, as in a cluster).
 /// The variable both services' allocator (jemalloc, prefixed build) reads its settings from.
 pub const JEMALLOC_CONF_VAR: &str = "_RJEM_MALLOC_CONF";
@@ -258,6 +273,8 @@ impl Stack {
             .arg(format!("--tool-clients={}", certs::TOOL_NAME))
             .args(self.options.actuator_args.clone())
             .env("RUST_LOG", "info")
+            .env("NO_PROXY", loopback_no_proxy())
+            .env("no_proxy", loopback_no_proxy())
             // As deploy/ runs it.
             .env(JEMALLOC_CONF_VAR, jemalloc_conf());
         Ok(Service {
@@ -289,6 +306,8 @@ impl Stack {
             .arg(format!("--tls-server-name={}", certs::ACTUATOR_NAME))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
             .env("RUST_LOG", "info")
+            .env("NO_PROXY", loopback_no_proxy())
+            .env("no_proxy", loopback_no_proxy())
             .env(JEMALLOC_CONF_VAR, jemalloc_conf());
         Ok(Service {
             name,
