@@ -41,7 +41,7 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/metrics" => reply(
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            shared.metrics.encode(),
+            shared.metrics().encode(),
         ),
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }

@@ -9,8 +9,8 @@ use crate::leadership::election as leader;
 use crate::leadership::election::LeaseConfig;
 use crate::shared::{Core, Shared};
 use crate::stream::StreamConfig;
-use crate::stream::{discovery, results};
-use crate::writers::{gate, taint};
+use crate::stream::discovery;
+use crate::writers::{events, gate, taint};
 use crate::{admin, stream};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ impl Service {
             admin_addr,
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(shared_state(&config, &client, taint_tx));
+        let shared = Arc::new(shared_state(&config, taint_tx));
         let stop = shutdown.child_token();
         let mut tasks: JoinSet<&'static str> = JoinSet::new();
         let wiring = Wiring {
@@ -153,7 +153,6 @@ impl Service {
 /// The state every task shares: the pure core with the configured triggers.
 fn shared_state(
     config: &Config,
-    client: &kube::Client,
     taint_tx: mpsc::UnboundedSender<crate::core::index::TaintRequest>,
 ) -> Shared {
     let core = Core {
@@ -165,7 +164,6 @@ fn shared_state(
     };
     Shared::new(core, config.identity.clone(), config.dry_run, taint_tx)
         .with_assignment_valid_for(config.assignment_valid_for)
-        .with_hold_writer(crate::writers::hold::HoldWriter::new(client.clone()))
 }
 
 /// Everything the tasks are built from.
@@ -225,7 +223,7 @@ impl Wiring<'_> {
         );
         let taints = taint::run(c.clone(), s.clone(), taint_rx, t.clone());
         spawn(tasks, "taint writer", taints);
-        let recorder = results::recorder(c.clone(), config.identity.clone(), ev_rx, t.clone());
+        let recorder = events::recorder(c.clone(), config.identity.clone(), ev_rx, t.clone());
         spawn(tasks, "event recorder", recorder);
         if config.dry_run {
             tracing::info!(
@@ -253,14 +251,14 @@ impl Wiring<'_> {
         );
         spawn(tasks, "discovery", discover);
         let streams =
-            stream::manager::run(stream_config(config), s.clone(), ep_rx, ev_tx, t.clone());
+            stream::manager::run(stream_config(config, c), s.clone(), ep_rx, ev_tx, t.clone());
         spawn(tasks, "stream manager", streams);
         spawn(tasks, "readiness", log_when_ready(s, admin_addr, t));
     }
 }
 
-/// The streams' settings.
-fn stream_config(config: &Config) -> StreamConfig {
+/// The streams' settings; hold requests arriving on them are written through `client`.
+fn stream_config(config: &Config, client: &kube::Client) -> StreamConfig {
     let default_server_name = match &config.discovery {
         Discovery::Service { host, .. } => Some(host.clone()),
         Discovery::Static(_) => None,
@@ -272,6 +270,7 @@ fn stream_config(config: &Config) -> StreamConfig {
         default_server_name,
         resync_interval: config.resync_interval,
         keepalive: config.actuator_keepalive,
+        holds: Some(crate::writers::hold::HoldWriter::new(client.clone())),
     }
 }
 

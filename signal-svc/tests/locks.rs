@@ -49,7 +49,7 @@ fn paths() -> Vec<Path> {
             let _ = signal_svc::stream::results::handle(s, &r, jiff::Timestamp::now());
         }),
         ("assign", |s| {
-            let _ = s.assign.lock().owners();
+            let _ = s.assignment_owners();
         }),
         ("report_accepted_epoch", |s| s.report_accepted_epoch(3)),
     ]

@@ -470,6 +470,7 @@ fn stream_config() -> signal_svc::stream::StreamConfig {
         default_server_name: None,
         resync_interval: Duration::from_secs(3600),
         keepalive: Duration::from_secs(1),
+        holds: None,
     }
 }
 

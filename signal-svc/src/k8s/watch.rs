@@ -75,19 +75,17 @@ pub async fn nodes(
             // A relist streams through the index node by node: no list is buffered.
             Ok(Event::Init) => {
                 listed = 0;
-                shared.core.lock().index.begin_relist();
+                shared.begin_relist();
             }
             Ok(Event::InitApply(obj)) => {
                 if let Some(node) = to_node(obj, &mut warned) {
                     listed += 1;
-                    let out = shared.core.lock().index.apply(&node, now);
-                    let changed = !out.changes.is_empty();
-                    shared.absorb(out, now);
+                    let changed = shared.apply_node(&node, now);
                     gate.node_applied(&node, changed);
                 }
             }
             Ok(Event::InitDone) => {
-                let out = shared.core.lock().index.finish_relist();
+                let out = shared.finish_relist();
                 for change in &out.changes {
                     if let Change::Removed { node, .. } = change {
                         gate.node_deleted(&node.uid);
@@ -103,16 +101,13 @@ pub async fn nodes(
             }
             Ok(Event::Apply(obj)) => {
                 if let Some(node) = to_node(obj, &mut warned) {
-                    let out = shared.core.lock().index.apply(&node, now);
-                    let changed = !out.changes.is_empty();
-                    shared.absorb(out, now);
+                    let changed = shared.apply_node(&node, now);
                     gate.node_applied(&node, changed);
                 }
             }
             Ok(Event::Delete(obj)) => {
                 if let Some(node) = to_node(obj, &mut warned) {
-                    let out = shared.core.lock().index.delete(&node);
-                    shared.absorb(out, now);
+                    shared.delete_node(&node, now);
                     if let Some(uid) = node.metadata.uid.as_deref() {
                         gate.node_deleted(uid);
                     }
@@ -154,7 +149,6 @@ pub async fn events(client: kube::Client, shared: Arc<Shared>, shutdown: Cancell
             Ok(v) => EventView::from_json(&v),
             Err(_) => continue,
         };
-        let out = shared.core.lock().index.apply_event(&view, now);
-        shared.absorb(out, now);
+        shared.apply_event(&view, now);
     }
 }

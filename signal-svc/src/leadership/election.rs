@@ -94,11 +94,11 @@ impl Election {
                 self.lock.forget();
             }
             Ok(Err(e)) => {
-                shared.metrics.lease_failure(e.metric_label());
+                shared.metrics().lease_failure(e.metric_label());
                 tracing::debug!(error = %e, "lease call failed; retrying");
             }
             Err(_) => {
-                shared.metrics.lease_failure("timeout");
+                shared.metrics().lease_failure("timeout");
                 tracing::debug!(?bound, "lease call timed out; retrying");
             }
         }

@@ -1,22 +1,31 @@
-//! State shared by the adapters: the pure core behind one lock, readiness, leadership
-//! ([`crate::shared::gating`]).
+//! State shared by the adapters: the pure core behind one lock, result coverage, the load
+//! balancer assignment, readiness, and what leadership allows ([`gating`]).
 //!
+//! Every field is private: callers say what they do through methods (apply a node, take a
+//! stream's snapshot, join the assignment, ...), so the locks never leave this module.
 //! Lock order: no method of [`Shared`] holds two of its locks at once (`core`, `reported`,
-//! `assign`, `notifies`, `streams_ready`): each takes what it needs, copies it out and
-//! releases it before taking the next. Callers outside this file follow the same rule;
-//! `tests/locks.rs` runs every pair of lock-taking paths concurrently under a timeout.
+//! `assign`, `notifies`, `streams_ready`, `writable_until`): each takes what it needs, copies
+//! it out and releases it before taking the next. `tests/locks.rs` runs every pair of
+//! lock-taking paths concurrently under a timeout.
+//!
+//! - [`gating`]: leading, suspended, not leading: what may be written.
+//! - [`assignment`]: the live streams' load balancer assignment.
 
+pub mod assignment;
 pub mod gating;
 
 use crate::core::assign::Assigner;
-use crate::core::coverage::Coverage;
+use crate::core::coverage::{Coverage, Reached};
 use crate::core::dispatch::Dispatcher;
+use crate::core::event::EventView;
 use crate::core::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
-use cutover_proto::v1::{NodeRef, NodeStatus, ResultPhase, Version};
+use cutover_proto::v1::signal_message::Kind;
+use cutover_proto::v1::{NodeDesiredState, NodeRef, NodeResult, NodeStatus, ResultPhase, Version};
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
@@ -54,12 +63,12 @@ impl NodeList {
 /// Shared by every task of one signal-svc instance. See the module doc for the lock rule.
 #[derive(Debug)]
 pub struct Shared {
-    pub core: Mutex<Core>,
-    pub metrics: Metrics,
-    pub identity: String,
+    core: Mutex<Core>,
+    metrics: Metrics,
+    identity: String,
     /// Drawn at start: tells actuators which process an epoch belongs to (`Hello`).
     incarnation: u64,
-    pub dry_run: bool,
+    dry_run: bool,
     notifies: Mutex<HashMap<String, Arc<Notify>>>,
     streams_ready: Mutex<HashSet<String>>,
     /// When the node watch last completed a full list, and after which instant a leader
@@ -68,28 +77,26 @@ pub struct Shared {
     /// Asks the node watch for a new list (see [`Shared::want_fresh_node_list`]).
     relist: Notify,
     events_synced: AtomicBool,
-    /// The epoch streams run under (`None`: not leading); see [`crate::shared::gating`].
-    pub(crate) leader_tx: watch::Sender<Option<u64>>,
+    /// The epoch streams run under (`None`: not leading); see [`gating`].
+    leader_tx: watch::Sender<Option<u64>>,
     /// The term is renewed within its deadline: taints, holds and stream writes may go out.
-    pub(crate) active: AtomicBool,
+    active: AtomicBool,
     /// The term's renew deadline by this process's monotonic clock (`None`: no election, or
     /// not known yet). Checked on every write, so a process frozen past it (SIGSTOP, a long
     /// GC-like stall of the host) writes nothing when it wakes, whichever task runs first.
-    pub(crate) writable_until: Mutex<Option<tokio::time::Instant>>,
-    /// Bumped when writes resume under the same epoch (see [`crate::shared::gating`]).
-    pub(crate) resumed: watch::Sender<u64>,
+    writable_until: Mutex<Option<tokio::time::Instant>>,
+    /// Bumped when writes resume under the same epoch (see [`gating`]).
+    resumed: watch::Sender<u64>,
     /// The highest epoch an actuator reported having accepted.
-    pub(crate) epoch_floor: AtomicU64,
-    pub(crate) epoch_raise: Arc<Notify>,
+    epoch_floor: AtomicU64,
+    epoch_raise: Arc<Notify>,
     taint_tx: mpsc::UnboundedSender<TaintRequest>,
     /// Per node UID: what the results for its current version have covered.
-    pub reported: Mutex<HashMap<String, Coverage>>,
+    reported: Mutex<HashMap<String, Coverage>>,
     /// Which live stream writes which load balancer (leader only).
-    pub assign: Mutex<Assigner>,
+    assign: Mutex<Assigner>,
     /// Fleet-wide phases as they are reached, for every actuator stream (leader only).
-    pub statuses: broadcast::Sender<NodeStatus>,
-    /// Writes tool holds on Nodes (absent in tests that do not talk to Kubernetes).
-    pub holds: Option<crate::writers::hold::HoldWriter>,
+    statuses: broadcast::Sender<NodeStatus>,
 }
 
 impl Shared {
@@ -122,14 +129,128 @@ impl Shared {
             reported: Mutex::default(),
             assign: Mutex::new(Assigner::new(DEFAULT_ASSIGNMENT_VALID_FOR)),
             statuses: broadcast::channel(4096).0,
-            holds: None,
         }
     }
 
-    /// Lets the leader write tool holds on Nodes.
-    pub fn with_hold_writer(mut self, writer: crate::writers::hold::HoldWriter) -> Self {
-        self.holds = Some(writer);
-        self
+    /// The instance's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Dry-run: decide and log, write nothing.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// Starts a relist of the nodes (see [`NodeIndex::begin_relist`]).
+    pub fn begin_relist(&self) {
+        self.core.lock().index.begin_relist();
+    }
+
+    /// A node as listed or watched: indexed, then [absorbed](Shared::absorb). True if its
+    /// desired state changed.
+    pub fn apply_node(&self, node: &Node, now: Timestamp) -> bool {
+        let out = self.core.lock().index.apply(node, now);
+        let changed = !out.changes.is_empty();
+        self.absorb(out, now);
+        changed
+    }
+
+    /// The relist is complete: what it found gone (for the caller to look at, then
+    /// [absorb](Shared::absorb)).
+    pub fn finish_relist(&self) -> Output {
+        self.core.lock().index.finish_relist()
+    }
+
+    /// A node deleted: forgotten, then [absorbed](Shared::absorb).
+    pub fn delete_node(&self, node: &Node, now: Timestamp) {
+        let out = self.core.lock().index.delete(node);
+        self.absorb(out, now);
+    }
+
+    /// A `PreemptScheduled` event: indexed, then [absorbed](Shared::absorb).
+    pub fn apply_event(&self, event: &EventView, now: Timestamp) {
+        let out = self.core.lock().index.apply_event(event, now);
+        self.absorb(out, now);
+    }
+
+    /// The actuator endpoints changed: their outboxes follow, and the ones touched wake.
+    pub fn set_endpoints(&self, endpoints: Vec<String>) {
+        let touched = self.core.lock().dispatch.set_endpoints(endpoints);
+        self.wake(&touched);
+    }
+
+    /// Every asserted node's state, for a stream that (re)connects to `endpoint`.
+    pub fn snapshot(&self, endpoint: &str) -> Vec<NodeDesiredState> {
+        self.core.lock().dispatch.snapshot(endpoint)
+    }
+
+    /// Marks every node dirty for `endpoint` (a periodic resync on the same stream).
+    pub fn resync(&self, endpoint: &str) {
+        self.core.lock().dispatch.resync(endpoint);
+    }
+
+    /// Up to `max` pending deltas for `endpoint`, taken from its dirty set.
+    pub fn next_deltas(&self, endpoint: &str, max: usize) -> Vec<Kind> {
+        self.core.lock().dispatch.next_deltas(endpoint, max)
+    }
+
+    /// Reads the node's current (asserted) state, if it has one.
+    pub fn current_with<R>(
+        &self,
+        uid: &str,
+        read: impl FnOnce(&NodeDesiredState) -> Option<R>,
+    ) -> Option<R> {
+        self.core.lock().dispatch.current(uid).and_then(read)
+    }
+
+    /// The node's current state and whether it is a restore to `None` (one lock: the two
+    /// agree).
+    pub fn current_and_restore(&self, uid: &str) -> (Option<NodeDesiredState>, bool) {
+        let core = self.core.lock();
+        let current = core.dispatch.current(uid).cloned();
+        (current, core.dispatch.is_restore(uid))
+    }
+
+    /// Adds a result to the node's coverage of `version`; returns the phases it reached.
+    /// `managed` is [`Shared::managed_load_balancers`], read before.
+    pub fn cover(
+        &self,
+        uid: &str,
+        version: Version,
+        phase: ResultPhase,
+        result: &NodeResult,
+        managed: &BTreeSet<String>,
+    ) -> Vec<Reached> {
+        let mut reported = self.reported.lock();
+        let cov: &mut Coverage = reported.entry(uid.to_owned()).or_default();
+        cov.add(
+            version,
+            phase,
+            &result.load_balancers,
+            result.repaired,
+            managed,
+        )
+    }
+
+    /// The fleet-wide phase the node's results reached (and for which version), and whether
+    /// an effective state regressed since.
+    pub fn reached(&self, uid: &str) -> Option<((Version, ResultPhase), bool)> {
+        self.reported
+            .lock()
+            .get(uid)
+            .and_then(|c| c.reached().map(|r| (r, c.regressed())))
+    }
+
+    /// Sends a fleet-wide phase down every stream (none listening is fine: a stream that
+    /// opens later gets [`Shared::fleet_statuses`]).
+    pub fn publish_status(&self, status: NodeStatus) {
+        let _ = self.statuses.send(status);
+    }
+
+    /// Fleet-wide phases from now on.
+    pub fn subscribe_statuses(&self) -> broadcast::Receiver<NodeStatus> {
+        self.statuses.subscribe()
     }
 
     /// The fleet-wide phase of every asserted node's current version that reached one: what a
@@ -158,12 +279,6 @@ impl Shared {
             .collect()
     }
 
-    /// Sets how long assignments hold without a heartbeat.
-    pub fn with_assignment_valid_for(self, valid_for: std::time::Duration) -> Self {
-        *self.assign.lock() = Assigner::new(valid_for);
-        self
-    }
-
     /// The wake-up handle of an endpoint's stream task.
     pub fn notify_for(&self, endpoint: &str) -> Arc<Notify> {
         self.notifies
@@ -173,7 +288,8 @@ impl Shared {
             .clone()
     }
 
-    pub fn wake(&self, endpoints: &[String]) {
+    /// Wakes the stream tasks of `endpoints`.
+    fn wake(&self, endpoints: &[String]) {
         let map = self.notifies.lock();
         for ep in endpoints {
             if let Some(n) = map.get(ep) {
@@ -182,6 +298,7 @@ impl Shared {
         }
     }
 
+    /// Wakes every stream task.
     pub fn wake_all(&self) {
         for n in self.notifies.lock().values() {
             n.notify_one();
@@ -269,7 +386,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn send_taint(&self, t: TaintRequest) {
+    fn send_taint(&self, t: TaintRequest) {
         let _ = self.taint_tx.send(t);
     }
 
@@ -302,7 +419,7 @@ impl Shared {
     /// old, and streaming it under a new epoch would beat the actuators' fresher states (N7).
     /// Unless a full list completed within [`FRESH_NODE_LIST`], ask the watch for a new one;
     /// streams wait for it ([`Shared::nodes_synced`]).
-    pub(crate) fn want_fresh_node_list(&self) {
+    fn want_fresh_node_list(&self) {
         let now = tokio::time::Instant::now();
         let stale = self
             .node_list
@@ -324,7 +441,7 @@ impl Shared {
         self.events_synced.store(true, Ordering::Release);
     }
 
-    pub(crate) fn clear_streams_ready(&self) {
+    fn clear_streams_ready(&self) {
         self.streams_ready.lock().clear();
     }
 

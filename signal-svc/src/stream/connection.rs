@@ -3,19 +3,19 @@
 //! (join the assignment, first assignment, ready) and [`Live::serve`] (deltas, heartbeats,
 //! resyncs, managed-set changes until the stream or the process ends).
 
-use super::assignment::{Membership, next_assignment_check, publish_assignment, send_assignment};
 use super::reader::{self, Reader, ReaderEnd};
-use super::results::NodeEvent;
 use super::{
     ACK_TIMEOUT, AbortOnDrop, DELTA_BATCH, Ended, SNAPSHOT_CHUNK, StreamConfig, StreamError, msg,
 };
 use crate::core::assign::StreamId;
 use crate::core::backoff::Backoff;
 use crate::shared::Shared;
+use crate::writers::events::NodeEvent;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::signal_message::Kind;
 use cutover_proto::v1::{Hello, SignalMessage, Snapshot, SnapshotEnd};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
@@ -132,6 +132,19 @@ async fn end_of(endpoint: &str, reader_done: &mut oneshot::Receiver<ReaderEnd>) 
     }
 }
 
+/// Leaves the assignment when a live stream ends, however it ends (error, resync, shutdown,
+/// or the future being dropped on a leadership change).
+struct Membership {
+    shared: Arc<Shared>,
+    id: StreamId,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.shared.leave_assignment(self.id);
+    }
+}
+
 /// An open stream before it is live: the Hello went out and its reader runs.
 ///
 /// Field order is drop order: the reader is aborted before the sending side closes.
@@ -184,6 +197,7 @@ impl<'a> Connection<'a> {
                 epoch,
                 reply: tx.downgrade(),
                 notify: notify.clone(),
+                holds: cfg.holds.clone(),
             },
         );
         let conn = Self {
@@ -202,7 +216,7 @@ impl<'a> Connection<'a> {
         if !writable(self.shared, self.epoch).await {
             return Err(closed(self.endpoint));
         }
-        let snapshot = self.shared.core.lock().dispatch.snapshot(self.endpoint);
+        let snapshot = self.shared.snapshot(self.endpoint);
         let count = snapshot.len() as u64;
         let mut sent = Ok(());
         for chunk in snapshot.chunks(SNAPSHOT_CHUNK) {
@@ -256,11 +270,7 @@ impl<'a> Connection<'a> {
         statuses: AbortOnDrop,
     ) -> Result<Live<'a>, StreamError> {
         let shared = self.shared;
-        let (id, outcome) =
-            shared
-                .assign
-                .lock()
-                .join(self.endpoint, load_balancers, tokio::time::Instant::now());
+        let id = shared.join_assignment(self.endpoint, load_balancers);
         let live = Live {
             _membership: Membership {
                 shared: shared.clone(),
@@ -270,7 +280,6 @@ impl<'a> Connection<'a> {
             conn: self,
             id,
         };
-        publish_assignment(shared, &outcome);
         if shared.leader_epoch() == Some(live.conn.epoch) {
             live.send_assignment().await?;
         }
@@ -318,7 +327,7 @@ impl Live<'_> {
                 }
                 _ = resync.tick() => {
                     // Every node again, as deltas on this stream: nothing lapses meanwhile.
-                    self.conn.shared.core.lock().dispatch.resync(self.conn.endpoint);
+                    self.conn.shared.resync(self.conn.endpoint);
                     notify.notify_one();
                 }
                 _ = tokio::time::sleep_until(check) => {
@@ -338,7 +347,7 @@ impl Live<'_> {
     /// When to look at the assignment next.
     fn next_check(&self) -> tokio::time::Instant {
         if self.leading() {
-            next_assignment_check(self.conn.shared, self.id)
+            self.conn.shared.next_assignment_check(self.id)
         } else {
             // Suspended: look again shortly (resuming also wakes the stream).
             tokio::time::Instant::now() + Duration::from_millis(100)
@@ -352,24 +361,34 @@ impl Live<'_> {
         Ended::Shutdown
     }
 
-    /// The actuator's managed set changed.
+    /// The actuator's managed set changed: every stream sends its new assignment, this one
+    /// included.
     fn managed_changed(&mut self) {
         let lbs = self.conn.reader.managed.borrow_and_update().clone();
-        let outcome =
-            self.conn
-                .shared
-                .assign
-                .lock()
-                .manages(self.id, &lbs, tokio::time::Instant::now());
-        // Wakes every stream: each sends its new assignment, this one included.
-        publish_assignment(self.conn.shared, &outcome);
+        self.conn.shared.set_managed(self.id, &lbs);
     }
 
+    /// Sends the stream's assignment if one is due (new plan or heartbeat).
+    ///
+    /// It echoes the newest `Renew` the actuator sent up: the actuator counts the assignment's
+    /// validity from when it sent that, which precedes this send, from which the fence of this
+    /// stream counts (see `Assignment` in the proto).
     async fn send_assignment(&self) -> Result<(), StreamError> {
         let c = &self.conn;
-        send_assignment(c.shared, self.id, &c.reader.renewed, &c.tx)
+        let renewed = &c.reader.renewed;
+        let Some(mut m) = c
+            .shared
+            .assignment_due(self.id, renewed.load(Ordering::Acquire))
+        else {
+            return Ok(());
+        };
+        m.echo = renewed.load(Ordering::Acquire);
+        c.tx.send(msg(Kind::Assignment(m.clone())))
             .await
-            .map_err(|_| closed(c.endpoint))
+            .map_err(|_| closed(c.endpoint))?;
+        // Recorded once handed over: the fence of a dead stream counts from here.
+        c.shared.assignment_sent(self.id, &m);
+        Ok(())
     }
 
     /// Woken: a new assignment if due, then the endpoint's dirty nodes as deltas.
@@ -382,12 +401,7 @@ impl Live<'_> {
         self.send_assignment().await?;
         let c = &self.conn;
         loop {
-            let batch = c
-                .shared
-                .core
-                .lock()
-                .dispatch
-                .next_deltas(c.endpoint, DELTA_BATCH);
+            let batch = c.shared.next_deltas(c.endpoint, DELTA_BATCH);
             if batch.is_empty() {
                 return Ok(());
             }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 /// open that its owner closed.
 pub fn forward(shared: &Arc<Shared>, tx: mpsc::WeakSender<SignalMessage>) -> JoinHandle<()> {
     // Subscribe before reading the catch-up, so nothing falls between the two.
-    let mut rx = shared.statuses.subscribe();
+    let mut rx = shared.subscribe_statuses();
     let shared = shared.clone();
     tokio::spawn(async move {
         let mut backlog = shared.fleet_statuses();

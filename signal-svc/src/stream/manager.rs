@@ -1,10 +1,10 @@
 //! The stream manager: one task per actuator endpoint, which streams while this process
 //! leads, reconnects with backoff on failure and stops on shutdown or when the endpoint goes.
 
-use super::results::NodeEvent;
 use super::{Ended, StreamConfig, StreamError, accepted_epoch, connection};
 use crate::core::backoff::Backoff;
 use crate::shared::Shared;
+use crate::writers::events::NodeEvent;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +66,7 @@ async fn endpoint_task(
                 {
                     shared.report_accepted_epoch(accepted);
                 }
-                shared.metrics.stream_reconnects.inc();
+                shared.metrics().stream_reconnects.inc();
                 let delay = backoff.next_delay(rand::random::<f64>());
                 tracing::warn!(error = %e, retry_in = ?delay, "actuator stream failed");
                 tokio::select! {
@@ -101,7 +101,7 @@ pub async fn run(
     let mut tasks: HashMap<String, (JoinHandle<()>, CancellationToken)> = HashMap::new();
     loop {
         let eps = endpoints.borrow_and_update().clone();
-        if shared.dry_run {
+        if shared.dry_run() {
             tracing::info!(endpoints = ?eps, "dry-run: not connecting to actuators");
         } else {
             tasks.retain(|ep, (_, stop)| {
@@ -129,8 +129,7 @@ pub async fn run(
                 }
             }
         }
-        let touched = shared.core.lock().dispatch.set_endpoints(eps);
-        shared.wake(&touched);
+        shared.set_endpoints(eps);
         tokio::select! {
             _ = shutdown.cancelled() => break,
             r = endpoints.changed() => if r.is_err() {

@@ -13,12 +13,10 @@
 //! - `connection`: one stream from connect to its end, as named steps (open, snapshot,
 //!   acknowledgement, live, serve).
 //! - `reader`: the task reading what the actuator sends up.
-//! - `assignment`: the stream's part in the load balancer assignment.
 //! - [`results`]: actuator results into metrics, fleet-wide phases and Node events.
 //! - [`fleet`]: fleet-wide phases forwarded down every stream.
 //! - [`discovery`]: the actuator endpoint set.
 
-mod assignment;
 mod connection;
 pub mod discovery;
 pub mod fleet;
@@ -27,6 +25,7 @@ mod reader;
 pub mod results;
 
 use crate::config::TlsMaterial;
+use crate::writers::hold::HoldWriter;
 use cutover_proto::v1::SignalMessage;
 use cutover_proto::v1::signal_message::Kind;
 use std::time::Duration;
@@ -47,6 +46,9 @@ pub struct StreamConfig {
     pub resync_interval: Duration,
     /// HTTP/2 keepalive interval and ack timeout.
     pub keepalive: Duration,
+    /// Writes the tool holds actuators forward (absent in tests that do not talk to
+    /// Kubernetes).
+    pub holds: Option<HoldWriter>,
 }
 
 /// How long the actuator has to acknowledge the `Hello`.

@@ -2,8 +2,10 @@
 //! set, assignment renewals, the `HelloAck`), handed to whoever acts on each.
 
 use super::AbortOnDrop;
-use super::results::{self, NodeEvent};
+use super::results;
 use crate::shared::Shared;
+use crate::writers::events::NodeEvent;
+use crate::writers::hold::HoldWriter;
 use cutover_proto::v1::{ActuatorMessage, SignalMessage, actuator_message::Kind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +35,8 @@ pub(super) struct Context {
     pub(super) reply: mpsc::WeakSender<SignalMessage>,
     /// The stream task's wake-up handle (a renewal is recorded there).
     pub(super) notify: Arc<Notify>,
+    /// Writes tool holds on Nodes (absent in tests that do not talk to Kubernetes).
+    pub(super) holds: Option<HoldWriter>,
 }
 
 /// Starts the reader; also returns where the `HelloAck`'s load balancers arrive.
@@ -82,8 +86,8 @@ impl Context {
             Some(Kind::HoldRequest(req)) => {
                 let (leader, epoch) = (self.shared.clone(), self.epoch);
                 crate::writers::hold::serve(
-                    self.shared.holds.clone(),
-                    self.shared.dry_run,
+                    self.holds.clone(),
+                    self.shared.dry_run(),
                     move || leader.leader_epoch() == Some(epoch),
                     req,
                     self.reply.clone(),

@@ -2,28 +2,14 @@
 //! phase once per version (a resync re-sends the same version; it must not repeat events).
 //! Several replicas each cover their load balancers; [`Coverage`] combines them.
 
-use crate::core::coverage::{Coverage, Reached};
+use crate::core::coverage::Reached;
 use crate::shared::Shared;
+use crate::writers::events::NodeEvent;
 use cutover_proto::v1::{AdminState, NodeDesiredState, NodeRef, NodeResult, ResultPhase, Version};
 use jiff::Timestamp;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-
-/// `reportingController` of our events.
-pub const REPORTER: &str = "cutover-signal-svc";
-
-/// A Node event to record.
-#[derive(Debug, Clone)]
-pub struct NodeEvent {
-    pub node: String,
-    pub uid: String,
-    pub warning: bool,
-    pub reason: &'static str,
-    pub note: String,
-}
 
 fn secs_since(t: Option<&prost_types::Timestamp>, now: Timestamp) -> Option<f64> {
     let t = t?;
@@ -35,22 +21,14 @@ fn secs_since(t: Option<&prost_types::Timestamp>, now: Timestamp) -> Option<f64>
 pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEvent> {
     let node = r.node.as_ref()?;
     let version = r.version?;
-    let (current, restore) = {
-        let core = shared.core.lock();
-        let current = core.dispatch.current(&node.uid).cloned();
-        (current, core.dispatch.is_restore(&node.uid))
-    };
+    let (current, restore) = shared.current_and_restore(&node.uid);
     let current = current?;
     if current.version != Some(version) || current.desired != r.desired {
         return None;
     }
     let phase = ResultPhase::try_from(r.phase).ok()?;
-    let managed = shared.assign.lock().managed().clone();
-    let reached = {
-        let mut reported = shared.reported.lock();
-        let cov: &mut Coverage = reported.entry(node.uid.clone()).or_default();
-        cov.add(version, phase, &r.load_balancers, r.repaired, &managed)
-    };
+    let managed = shared.managed_load_balancers();
+    let reached = shared.cover(&node.uid, version, phase, r, &managed);
     publish_phases(shared, node, version, &reached);
     let result = Reported {
         r,
@@ -65,17 +43,17 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
         match step {
             Reached::Regressed => {
                 // Told by the drain gate (back to Unknown until the repair is effective).
-                shared.metrics.result("regressed");
+                shared.metrics().result("regressed");
                 tracing::info!(node = %node.name, reason = %r.reason, "an effective admin state regressed; the drain gate waits for the repair");
             }
             Reached::Accepted => {
-                shared.metrics.result("accepted");
+                shared.metrics().result("accepted");
                 if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
-                    shared.metrics.signal_to_accepted.observe(s);
+                    shared.metrics().signal_to_accepted.observe(s);
                 }
             }
             Reached::Effective => {
-                shared.metrics.result("effective");
+                shared.metrics().result("effective");
                 if !result.down && !restore {
                     // The None every untriggered node carries: nothing happened to tell.
                     continue;
@@ -84,7 +62,7 @@ pub fn handle(shared: &Shared, r: &NodeResult, now: Timestamp) -> Option<NodeEve
                 event = Some(result.effective(&managed));
             }
             Reached::Failed => {
-                shared.metrics.result("failed");
+                shared.metrics().result("failed");
                 event = Some(result.failed());
             }
         }
@@ -104,7 +82,7 @@ fn publish_phases(shared: &Shared, node: &NodeRef, version: Version, reached: &[
         // regression goes out as ACCEPTED: it wakes the gate writer (which reads the
         // regression from the coverage), and actuators keep their EFFECTIVE (phases only move
         // forward there within a version).
-        let _ = shared.statuses.send(crate::shared::node_status(
+        shared.publish_status(crate::shared::node_status(
             &node.name, &node.uid, version, phase,
         ));
     }
@@ -113,10 +91,10 @@ fn publish_phases(shared: &Shared, node: &NodeRef, version: Version, reached: &[
 /// How long from the signal to an effective state, and what was left of a Spot notice.
 fn observe_effective(shared: &Shared, current: &NodeDesiredState, down: bool, now: Timestamp) {
     if let Some(s) = secs_since(current.observed_at.as_ref(), now) {
-        shared.metrics.signal_to_effective.observe(s);
+        shared.metrics().signal_to_effective.observe(s);
     }
     if down && let Some(left) = secs_since(current.deadline.as_ref(), now) {
-        shared.metrics.notice_window_remaining.observe(-left);
+        shared.metrics().notice_window_remaining.observe(-left);
     }
 }
 
@@ -142,9 +120,9 @@ impl Reported<'_> {
     /// writer, an outage, a restart, a load balancer re-created) and set them back: each
     /// repair is news, whatever was reported before.
     fn repaired(&self, shared: &Shared, reached: &[Reached]) -> NodeEvent {
-        shared.metrics.result("repaired");
+        shared.metrics().result("repaired");
         if reached.contains(&Reached::Effective) {
-            shared.metrics.result("effective");
+            shared.metrics().result("effective");
         }
         let entries: Vec<&str> = self.r.entries.iter().map(|e| e.pool.as_str()).collect();
         let note = if self.down {
@@ -213,49 +191,6 @@ fn truncate(mut s: String) -> String {
     s
 }
 
-/// Records queued Node events (events.k8s.io/v1) until shutdown.
-pub async fn recorder(
-    client: kube::Client,
-    identity: String,
-    mut rx: mpsc::Receiver<NodeEvent>,
-    shutdown: CancellationToken,
-) {
-    let recorder = Recorder::new(
-        client,
-        Reporter {
-            controller: REPORTER.into(),
-            instance: Some(identity),
-        },
-    );
-    loop {
-        let ev = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            ev = rx.recv() => match ev { Some(ev) => ev, None => return },
-        };
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(ev.node.clone()),
-            uid: Some(ev.uid.clone()),
-            ..Default::default()
-        };
-        let event = Event {
-            type_: if ev.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: ev.reason.into(),
-            note: Some(ev.note.clone()),
-            action: "SetLoadBalancerAdminState".into(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            tracing::warn!(node = %ev.node, reason = ev.reason, error = %e, "recording a node event failed");
-        }
-    }
-}
-
 /// Convenience for the stream reader.
 pub fn dispatch_result(shared: &Arc<Shared>, events: &mpsc::Sender<NodeEvent>, r: &NodeResult) {
     if let Some(ev) = handle(shared, r, Timestamp::now())
@@ -289,10 +224,7 @@ mod tests {
         let shared = Shared::new(core, "me".into(), false, tx);
         shared.become_leader(4);
         // One live stream managing one load balancer (an empty managed set covers nothing).
-        shared
-            .assign
-            .lock()
-            .join("a", &["pub".to_owned()], tokio::time::Instant::now());
+        shared.join_assignment("a", &["pub".to_owned()]);
         let node = NodeView {
             name: "n".into(),
             uid: "u".into(),
@@ -341,13 +273,7 @@ mod tests {
     #[test]
     fn every_repair_of_a_healthy_node_is_a_warning_event() {
         let shared = shared_with_node(Desired::None);
-        let current = shared
-            .core
-            .lock()
-            .dispatch
-            .current("u")
-            .and_then(|s| s.version)
-            .unwrap();
+        let current = shared.current_with("u", |s| s.version).unwrap();
         let now = Timestamp::now();
         let mut repaired = result(current, AdminState::None, ResultPhase::Effective);
         repaired.repaired = true;
@@ -373,15 +299,9 @@ mod tests {
     #[test]
     fn drift_regresses_an_effective_down_until_repaired() {
         let shared = shared_with_down_node();
-        let current = shared
-            .core
-            .lock()
-            .dispatch
-            .current("u")
-            .and_then(|s| s.version)
-            .unwrap();
+        let current = shared.current_with("u", |s| s.version).unwrap();
         let now = Timestamp::now();
-        let mut statuses = shared.statuses.subscribe();
+        let mut statuses = shared.subscribe_statuses();
         let ev = handle(
             &shared,
             &result(current, AdminState::Down, ResultPhase::Effective),
@@ -389,14 +309,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ev.reason, "LoadBalancerAdminStateDown");
-        let reached = |shared: &Shared| shared.reported.lock().get("u").and_then(|c| c.reached());
+        let reached = |shared: &Shared| shared.reached("u").map(|(r, _)| r);
+        let regressed = |shared: &Shared| shared.reached("u").unwrap().1;
         assert_eq!(reached(&shared), Some((current, ResultPhase::Effective)));
         while statuses.try_recv().is_ok() {}
         let mut drift = result(current, AdminState::Down, ResultPhase::Accepted);
         drift.repaired = true;
         assert!(handle(&shared, &drift, now).is_none());
         assert_eq!(reached(&shared), Some((current, ResultPhase::Accepted)));
-        assert!(shared.reported.lock().get("u").unwrap().regressed());
+        assert!(regressed(&shared));
         let woken = statuses.try_recv().unwrap();
         assert_eq!(woken.phase, ResultPhase::Accepted as i32);
         let mut repaired = result(current, AdminState::Down, ResultPhase::Effective);
@@ -405,7 +326,7 @@ mod tests {
         assert_eq!(ev.reason, "LoadBalancerAdminStateRepaired");
         assert!(ev.note.contains("set back to Down"), "{}", ev.note);
         assert_eq!(reached(&shared), Some((current, ResultPhase::Effective)));
-        assert!(!shared.reported.lock().get("u").unwrap().regressed());
+        assert!(!regressed(&shared));
         assert_eq!(
             statuses.try_recv().unwrap().phase,
             ResultPhase::Effective as i32
@@ -415,13 +336,7 @@ mod tests {
     #[test]
     fn only_current_versions_and_each_phase_once() {
         let shared = shared_with_down_node();
-        let current = shared
-            .core
-            .lock()
-            .dispatch
-            .current("u")
-            .and_then(|s| s.version)
-            .unwrap();
+        let current = shared.current_with("u", |s| s.version).unwrap();
         let now = Timestamp::now();
         let old = Version { epoch: 3, seq: 99 };
         assert!(
@@ -475,7 +390,7 @@ mod tests {
         .unwrap();
         assert_eq!(failed.reason, "LoadBalancerAdminStateUpdateFailed");
         assert!(failed.warning && failed.note.contains("boom"));
-        let text = shared.metrics.encode();
+        let text = shared.metrics().encode();
         assert!(
             text.contains("cutover_signal_signal_to_effective_seconds_count 1\n"),
             "{text}"

@@ -101,29 +101,23 @@ struct Write {
 /// Decides for every dirty node; returns the writes to make (empty on a standby).
 fn plan(shared: &Shared, handle: &GateHandle) -> Vec<Write> {
     let dirty = std::mem::take(&mut handle.inner.lock().dirty);
-    let leader = shared.leader_epoch().is_some() && !shared.dry_run;
+    let leader = shared.leader_epoch().is_some() && !shared.dry_run();
     let mut writes = Vec::new();
     for uid in dirty {
-        let current = {
-            let core = shared.core.lock();
-            core.dispatch.current(&uid).and_then(|s| {
-                let desired = match AdminState::try_from(s.desired).ok()? {
-                    AdminState::Down => Desired::Down,
-                    AdminState::None => Desired::None,
-                    _ => return None,
-                };
-                Some((s.node.as_ref()?.name.clone(), desired, s.version))
-            })
-        };
+        let current = shared.current_with(&uid, |s| {
+            let desired = match AdminState::try_from(s.desired).ok()? {
+                AdminState::Down => Desired::Down,
+                AdminState::None => Desired::None,
+                _ => return None,
+            };
+            Some((s.node.as_ref()?.name.clone(), desired, s.version))
+        });
         // Never asserted (never Down) or forgotten: no condition to keep.
         let Some((name, desired, version)) = current else {
             continue;
         };
         let (phase, regressed) = shared
-            .reported
-            .lock()
-            .get(&uid)
-            .and_then(|c| c.reached().map(|r| (r, c.regressed())))
+            .reached(&uid)
             .filter(|((v, _), _)| Some(*v) == version)
             .map_or((None, false), |((_, p), regressed)| (Some(p), regressed));
         let mut inner = handle.inner.lock();
@@ -196,7 +190,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let api: Api<Node> = Api::all(client);
-    let mut statuses = shared.statuses.subscribe();
+    let mut statuses = shared.subscribe_statuses();
     let mut leader = shared.leader_rx();
     let mut resumed = shared.resumed_rx();
     let mut retry: Option<tokio::time::Instant> = None;
@@ -238,7 +232,9 @@ pub async fn run(
             }
             match write(&api, &w).await {
                 Ok(true) => {
-                    shared.metrics.condition_write(w.cond.status.as_str(), "ok");
+                    shared
+                        .metrics()
+                        .condition_write(w.cond.status.as_str(), "ok");
                     log_write(&w);
                     handle.inner.lock().gate.written(&w.uid, w.cond);
                     backoff = RETRY_MIN;
@@ -246,7 +242,7 @@ pub async fn run(
                 Ok(false) => {}
                 Err(e) => {
                     shared
-                        .metrics
+                        .metrics()
                         .condition_write(w.cond.status.as_str(), "error");
                     tracing::warn!(error = %e, "writing the LoadBalancerAdminStateDown condition failed; retrying");
                     failed.insert(w.uid);

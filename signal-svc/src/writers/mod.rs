@@ -3,7 +3,9 @@
 //! - [`taint`]: the Spot-eviction draining taint.
 //! - [`gate`]: the drain-gate Node condition `LoadBalancerAdminStateDown`.
 //! - [`hold`]: tool holds stored as a Node annotation.
+//! - [`events`]: Node events about admin states (repaired, effective, failed).
 
+pub mod events;
 pub mod gate;
 pub mod hold;
 pub mod taint;

@@ -120,7 +120,7 @@ pub async fn run(
         if shared.leader_epoch().is_none() || done.contains(&req.uid) {
             continue;
         }
-        if shared.dry_run {
+        if shared.dry_run() {
             tracing::info!(node = %req.name, uid = %req.uid, "dry-run: would add taint {DRAINING}={SPOT_EVICTION}:{DRAINING_EFFECT}");
             done.insert(req.uid);
             continue;
@@ -129,7 +129,7 @@ pub async fn run(
         match attempt {
             Ok(Ok(outcome)) => {
                 if outcome == Outcome::Added {
-                    shared.metrics.taints_added.inc();
+                    shared.metrics().taints_added.inc();
                     tracing::info!(node = %req.name, uid = %req.uid, "added taint {DRAINING}={SPOT_EVICTION}:{DRAINING_EFFECT}");
                 } else {
                     tracing::debug!(node = %req.name, ?outcome, "no taint needed");
