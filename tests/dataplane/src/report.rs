@@ -161,3 +161,26 @@ pub fn render_table(rows: &[Row], realisation: &str) -> String {
     }
     s
 }
+
+/// The failures of every row by kind and cause.
+pub fn render_causes(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        let causes: Vec<String> = r
+            .result
+            .by_cause
+            .iter()
+            .map(|((k, c), n)| format!("{k}/{c} {:.1}", *n as f64 / r.result.runs.max(1) as f64))
+            .collect();
+        let _ = writeln!(
+            s,
+            "- {} / {} / {}: new attempts {:.0}; {}",
+            r.departure,
+            r.policy,
+            r.mode,
+            r.result.new_attempts as f64 / r.result.runs.max(1) as f64,
+            causes.join(", ")
+        );
+    }
+    s
+}

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use cutover_dataplane::helper::{self, ClientArgs, ProbeTarget};
 use cutover_dataplane::model::{Departure, Mode, Policy, closed_form_probe_only};
 use cutover_dataplane::params::Range;
-use cutover_dataplane::report::{CellResult, Row, render_table};
+use cutover_dataplane::report::{CellResult, Row, render_causes, render_table};
 use cutover_dataplane::sim::{Scenario, run_cell_mean};
 use cutover_dataplane::{kernel, netns};
 use std::sync::Arc;
@@ -34,9 +34,12 @@ struct Cli {
     /// Real-time cells run at once.
     #[arg(long, default_value_t = 6)]
     parallel: usize,
-    /// Seed of the real-time cells (one run each).
+    /// First seed of the real-time cells.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Real-time runs per cell (seeds seed, seed+1, ...), averaged.
+    #[arg(long, default_value_t = 1)]
+    runs: u64,
     /// cutover's ARM operation, "MIN,MAX" seconds (contract: NRP 10-20 s; arm-sim's default 2).
     #[arg(long, default_value = "10,20")]
     arm_op_s: String,
@@ -49,6 +52,9 @@ struct Cli {
     /// U12 second pass: `Down` resets established flows.
     #[arg(long)]
     down_resets_established: bool,
+    /// Also print every row's failures by kind and cause.
+    #[arg(long)]
+    causes: bool,
     /// Only these departures (comma list of planned, silent, spot30, spot5).
     #[arg(long, default_value = "planned,silent,spot30,spot5")]
     flows: String,
@@ -258,38 +264,50 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
     }
     let sem = Arc::new(tokio::sync::Semaphore::new(cli.parallel.max(1)));
     let mut tasks = Vec::new();
-    for (i, sc) in cells.iter().enumerate() {
-        let sc = sc.clone();
-        let exe = exe.clone();
-        let sem = sem.clone();
-        let real = realisation.clone();
-        let seed = cli.seed;
-        tasks.push(tokio::spawn(async move {
-            let _permit = sem.acquire_owned().await;
-            match real.as_str() {
-                "kernel" => kernel::run_kernel_cell(&sc, seed, &exe, &format!("k{i}")).await,
-                "userspace" => {
-                    cutover_dataplane::userspace::run_userspace_cell(&sc, seed, &exe).await
-                }
-                _ => anyhow::bail!("unknown realisation {real}"),
-            }
-        }));
+    for run in 0..cli.runs.max(1) {
+        for (i, sc) in cells.iter().enumerate() {
+            let sc = sc.clone();
+            let exe = exe.clone();
+            let sem = sem.clone();
+            let real = realisation.clone();
+            let seed = cli.seed + run;
+            tasks.push(tokio::spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                let r = match real.as_str() {
+                    "kernel" => {
+                        kernel::run_kernel_cell(&sc, seed, &exe, &format!("k{i}r{run}")).await
+                    }
+                    "userspace" => {
+                        cutover_dataplane::userspace::run_userspace_cell(&sc, seed, &exe).await
+                    }
+                    _ => anyhow::bail!("unknown realisation {real}"),
+                };
+                r.map(|r| (i, r))
+            }));
+        }
     }
-    let mut rows = Vec::new();
-    for (sc, t) in cells.iter().zip(tasks) {
-        let mut acc = CellResult::default();
-        acc.merge(&t.await??);
-        rows.push(row(sc, acc));
+    let mut acc = vec![CellResult::default(); cells.len()];
+    for t in tasks {
+        let (i, r) = t.await??;
+        acc[i].merge(&r);
     }
+    let rows: Vec<Row> = cells.iter().zip(acc).map(|(sc, r)| row(sc, r)).collect();
     print!(
         "\n{}",
         render_table(
             &rows,
             &format!(
-                "{realisation} (real time, one run per cell, seed {})",
+                "{realisation} (real time, {} run(s) per cell, seeds from {})",
+                cli.runs.max(1),
                 cli.seed
             )
         )
     );
+    if cli.causes {
+        print!(
+            "\nfailures by cause ({realisation}):\n{}",
+            render_causes(&rows)
+        );
+    }
     Ok(())
 }
