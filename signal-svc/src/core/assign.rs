@@ -333,15 +333,7 @@ impl Assigner {
     /// if its share is the same (a reconnected stream must not be ordered behind what its
     /// previous stream was told).
     fn replan(&mut self, now: Instant, live_set_changed: bool) -> Outcome {
-        let lapsed: Vec<String> = self
-            .fenced
-            .iter()
-            .filter(|(_, (until, _))| *until <= now)
-            .map(|(lb, _)| lb.clone())
-            .collect();
-        for lb in &lapsed {
-            self.fenced.remove(lb);
-        }
+        let lapsed = self.lapse_fences(now);
         if self.quiet_until.is_some_and(|until| until <= now) {
             self.quiet_until = None;
         }
@@ -352,6 +344,42 @@ impl Assigner {
             .flat_map(|s| s.manages.iter().cloned())
             .chain(self.fenced.keys().cloned())
             .collect();
+        let plan = self.plan(now, quiet);
+        let changed = live_set_changed || plan.iter().any(|(id, p)| self.slots[id].planned != *p);
+        let mut outcome = Outcome::default();
+        if changed {
+            self.generation += 1;
+            for (id, p) in plan {
+                if let Some(slot) = self.slots.get_mut(&id) {
+                    slot.planned = p;
+                    slot.planned_generation = self.generation;
+                }
+            }
+            outcome.changed = true;
+            outcome.failed_over = lapsed
+                .iter()
+                .filter(|lb| self.slots.values().any(|s| s.planned.contains(*lb)))
+                .count();
+        }
+        outcome
+    }
+
+    /// Drops the fences that lapsed by `now`; returns their load balancers.
+    fn lapse_fences(&mut self, now: Instant) -> Vec<String> {
+        let lapsed: Vec<String> = self
+            .fenced
+            .iter()
+            .filter(|(_, (until, _))| *until <= now)
+            .map(|(lb, _)| lb.clone())
+            .collect();
+        for lb in &lapsed {
+            self.fenced.remove(lb);
+        }
+        lapsed
+    }
+
+    /// Which live stream should write which managed load balancer now (`quiet`: none yet).
+    fn plan(&self, now: Instant, quiet: bool) -> BTreeMap<StreamId, BTreeSet<String>> {
         // Rendezvous over endpoints; with two streams to one endpoint (a reconnect racing
         // the old stream's end) the newer stream wins.
         let mut by_endpoint: BTreeMap<&str, StreamId> = BTreeMap::new();
@@ -374,46 +402,36 @@ impl Assigner {
                 continue;
             }
             let id = by_endpoint[ep.as_str()];
-            // A fenced load balancer goes to nobody else; the stream that has it keeps it,
-            // and its own replica reconnecting takes it back (taking it away adds a gap).
-            if let Some((_, holder)) = self.fenced.get(lb)
-                && !self.slots[&id].told.contains(lb)
-                && *holder != self.slots[&id].endpoint
-            {
-                continue;
-            }
-            // Handed over between live replicas only once the old one released it (its
-            // acknowledgement of an assignment without it, or that grant's lapse): until
-            // then it goes to nobody, so two replicas never write it at once.
-            let held_elsewhere = self.slots.iter().any(|(other, s)| {
-                *other != id
-                    && s.endpoint != self.slots[&id].endpoint
-                    && s.holding(self.valid_for, now).iter().any(|(l, _)| l == lb)
-            });
-            if held_elsewhere {
+            if !self.may_take(lb, id, now) {
                 continue;
             }
             if let Some(p) = plan.get_mut(&id) {
                 p.insert(lb.clone());
             }
         }
-        let changed = live_set_changed || plan.iter().any(|(id, p)| self.slots[id].planned != *p);
-        let mut outcome = Outcome::default();
-        if changed {
-            self.generation += 1;
-            for (id, p) in plan {
-                if let Some(slot) = self.slots.get_mut(&id) {
-                    slot.planned = p;
-                    slot.planned_generation = self.generation;
-                }
-            }
-            outcome.changed = true;
-            outcome.failed_over = lapsed
-                .iter()
-                .filter(|lb| self.slots.values().any(|s| s.planned.contains(*lb)))
-                .count();
+        plan
+    }
+
+    /// Whether stream `id`, which rendezvous picked, may be planned to write `lb` now.
+    fn may_take(&self, lb: &str, id: StreamId, now: Instant) -> bool {
+        let slot = &self.slots[&id];
+        // A fenced load balancer goes to nobody else; the stream that has it keeps it,
+        // and its own replica reconnecting takes it back (taking it away adds a gap).
+        if let Some((_, holder)) = self.fenced.get(lb)
+            && !slot.told.contains(lb)
+            && *holder != slot.endpoint
+        {
+            return false;
         }
-        outcome
+        // Handed over between live replicas only once the old one released it (its
+        // acknowledgement of an assignment without it, or that grant's lapse): until
+        // then it goes to nobody, so two replicas never write it at once.
+        let held_elsewhere = self.slots.iter().any(|(other, s)| {
+            *other != id
+                && s.endpoint != slot.endpoint
+                && s.holding(self.valid_for, now).iter().any(|(l, _)| l == lb)
+        });
+        !held_elsewhere
     }
 }
 

@@ -4,7 +4,8 @@ use super::hold::{HOLD_ANNOTATION, Hold};
 use super::notice::{self, Notice};
 use super::taints::TaintView;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -93,55 +94,13 @@ impl NodeView {
             warnings.push("no spec.providerID; the actuator will resolve it by name".to_owned());
         }
         let status = node.status.as_ref();
-        let internal_ips: Vec<String> = status
-            .and_then(|s| s.addresses.as_ref())
-            .map(|addrs| {
-                addrs
-                    .iter()
-                    .filter(|a| a.type_ == "InternalIP" && !a.address.is_empty())
-                    .map(|a| a.address.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let internal_ips = internal_ips(status);
         if internal_ips.is_empty() {
             warnings.push("no InternalIP in status.addresses".to_owned());
         }
-        let taints = spec
-            .and_then(|s| s.taints.as_ref())
-            .map(|ts| {
-                ts.iter()
-                    .map(|t| TaintView {
-                        key: t.key.clone(),
-                        value: t.value.clone(),
-                        effect: t.effect.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let condition_notice = status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
-            cs.iter().find_map(|c| {
-                notice::parse_condition(
-                    &c.type_,
-                    &c.status,
-                    c.message.as_deref().unwrap_or(""),
-                    now,
-                )
-            })
-        });
-        let hold = match meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(HOLD_ANNOTATION))
-        {
-            None => None,
-            Some(v) => match Hold::parse(v) {
-                Ok(h) => Some(Box::new(h)),
-                Err(e) => {
-                    warnings.push(format!("annotation {HOLD_ANNOTATION} ignored: {e}"));
-                    None
-                }
-            },
-        };
+        let taints = taints(spec);
+        let condition_notice = condition_notice(status, now);
+        let hold = hold(meta, &mut warnings);
         Ok((
             Self {
                 hold,
@@ -173,6 +132,55 @@ impl NodeView {
             && self.provider_id == other.provider_id
             && self.internal_ips == other.internal_ips
             && self.zone == other.zone
+    }
+}
+
+/// The node's `InternalIP` addresses.
+fn internal_ips(status: Option<&NodeStatus>) -> Vec<String> {
+    status
+        .and_then(|s| s.addresses.as_ref())
+        .map(|addrs| {
+            addrs
+                .iter()
+                .filter(|a| a.type_ == "InternalIP" && !a.address.is_empty())
+                .map(|a| a.address.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn taints(spec: Option<&NodeSpec>) -> Vec<TaintView> {
+    spec.and_then(|s| s.taints.as_ref())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| TaintView {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first node condition that is a Spot eviction notice.
+fn condition_notice(status: Option<&NodeStatus>, now: Timestamp) -> Option<Notice> {
+    status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
+        cs.iter().find_map(|c| {
+            notice::parse_condition(&c.type_, &c.status, c.message.as_deref().unwrap_or(""), now)
+        })
+    })
+}
+
+/// The tool hold in the node's annotation; one that does not parse is a warning.
+fn hold(meta: &ObjectMeta, warnings: &mut Vec<String>) -> Option<Box<Hold>> {
+    let v = meta.annotations.as_ref()?.get(HOLD_ANNOTATION)?;
+    match Hold::parse(v) {
+        Ok(h) => Some(Box::new(h)),
+        Err(e) => {
+            warnings.push(format!("annotation {HOLD_ANNOTATION} ignored: {e}"));
+            None
+        }
     }
 }
 

@@ -141,39 +141,9 @@ impl HoldWriter {
                 node_ref.uid
             )));
         }
-        let current = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(HOLD_ANNOTATION))
-            .and_then(|v| Hold::parse(v).ok());
-        let value = if req.hold {
-            // The same hold again keeps its `since` (and changes nothing on the Node).
-            if current
-                .as_ref()
-                .is_some_and(|h| h.reason == req.reason && h.by == req.requester)
-            {
-                return Ok(uid);
-            }
-            serde_json::Value::String(
-                Hold {
-                    reason: req.reason.clone(),
-                    by: req.requester.clone(),
-                    since: jiff::Timestamp::now(),
-                }
-                .to_annotation(),
-            )
-        } else {
-            let present = node
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(HOLD_ANNOTATION));
-            if !present {
-                return Ok(uid);
-            }
-            // Merge patch: null removes the key.
-            serde_json::Value::Null
+        // Nothing to change: the same hold again (which keeps its `since`), or no hold to lift.
+        let Some(value) = annotation_value(req, &node) else {
+            return Ok(uid);
         };
         let rv = node.metadata.resource_version.clone().unwrap_or_default();
         let patch = serde_json::json!({
@@ -201,6 +171,35 @@ impl HoldWriter {
             Err(kube::Error::Api(s)) if s.code == 409 => Err(Refusal::PatchFailed(CONFLICT.into())),
             Err(e) => Err(failed(e)),
         }
+    }
+}
+
+/// The annotation value `req` asks for (`Null` removes it, as a merge patch), or `None` when
+/// the Node already says so.
+fn annotation_value(req: &HoldRequest, node: &Node) -> Option<serde_json::Value> {
+    let annotations = node.metadata.annotations.as_ref();
+    if req.hold {
+        let current = annotations
+            .and_then(|a| a.get(HOLD_ANNOTATION))
+            .and_then(|v| Hold::parse(v).ok());
+        // The same hold again keeps its `since` (and changes nothing on the Node).
+        if current
+            .as_ref()
+            .is_some_and(|h| h.reason == req.reason && h.by == req.requester)
+        {
+            return None;
+        }
+        let hold = Hold {
+            reason: req.reason.clone(),
+            by: req.requester.clone(),
+            since: jiff::Timestamp::now(),
+        };
+        Some(serde_json::Value::String(hold.to_annotation()))
+    } else if annotations.is_some_and(|a| a.contains_key(HOLD_ANNOTATION)) {
+        // Merge patch: null removes the key.
+        Some(serde_json::Value::Null)
+    } else {
+        None
     }
 }
 
