@@ -33,3 +33,6 @@ pub mod shared;
 pub mod stream;
 pub mod tls_reload;
 pub mod writers;
+
+#[cfg(test)]
+mod layers_tests;

@@ -10,24 +10,28 @@
 //!
 //! - [`gating`]: leading, suspended, not leading: what may be written.
 //! - [`assignment`]: the live streams' load balancer assignment.
+//! - `coverage`: what actuator results covered, and the fleet-wide phases they reached.
+//! - `readiness`: the node list a leader needs, and `/ready`.
 
 pub mod assignment;
+mod coverage;
 pub mod gating;
+mod readiness;
 
 use crate::core::assign::Assigner;
-use crate::core::coverage::{Coverage, Reached};
+use crate::core::coverage::Coverage;
 use crate::core::dispatch::Dispatcher;
 use crate::core::event::EventView;
 use crate::core::index::{Change, Desired, NodeIndex, Output, TaintRequest};
 use crate::metrics::Metrics;
 use cutover_proto::v1::signal_message::Kind;
-use cutover_proto::v1::{NodeDesiredState, NodeRef, NodeResult, NodeStatus, ResultPhase, Version};
+use cutover_proto::v1::{NodeDesiredState, NodeRef, NodeStatus, ResultPhase, Version};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 /// The pure core: one lock, so an index change and its dispatch are atomic.
@@ -39,26 +43,6 @@ pub struct Core {
 
 /// How long an actuator's assignment holds without a heartbeat, unless configured.
 pub const DEFAULT_ASSIGNMENT_VALID_FOR: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A full node list completed within this counts as fresh for a new leadership.
-pub const FRESH_NODE_LIST: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The node watch's lists, as a leader needs them.
-#[derive(Debug, Default, Clone, Copy)]
-struct NodeList {
-    done_at: Option<tokio::time::Instant>,
-    wanted_after: Option<tokio::time::Instant>,
-}
-
-impl NodeList {
-    fn fresh(&self) -> bool {
-        match (self.done_at, self.wanted_after) {
-            (None, _) => false,
-            (Some(done), Some(wanted)) => done >= wanted,
-            (Some(_), None) => true,
-        }
-    }
-}
 
 /// Shared by every task of one signal-svc instance. See the module doc for the lock rule.
 #[derive(Debug)]
@@ -73,7 +57,7 @@ pub struct Shared {
     streams_ready: Mutex<HashSet<String>>,
     /// When the node watch last completed a full list, and after which instant a leader
     /// needs one (see [`Shared::want_fresh_node_list`]).
-    node_list: watch::Sender<NodeList>,
+    node_list: watch::Sender<readiness::NodeList>,
     /// Asks the node watch for a new list (see [`Shared::want_fresh_node_list`]).
     relist: Notify,
     events_synced: AtomicBool,
@@ -116,7 +100,7 @@ impl Shared {
             dry_run,
             notifies: Mutex::default(),
             streams_ready: Mutex::default(),
-            node_list: watch::channel(NodeList::default()).0,
+            node_list: watch::channel(readiness::NodeList::default()).0,
             relist: Notify::new(),
             events_synced: AtomicBool::new(false),
             leader_tx,
@@ -212,73 +196,6 @@ impl Shared {
         (current, core.dispatch.is_restore(uid))
     }
 
-    /// Adds a result to the node's coverage of `version`; returns the phases it reached.
-    /// `managed` is [`Shared::managed_load_balancers`], read before.
-    pub fn cover(
-        &self,
-        uid: &str,
-        version: Version,
-        phase: ResultPhase,
-        result: &NodeResult,
-        managed: &BTreeSet<String>,
-    ) -> Vec<Reached> {
-        let mut reported = self.reported.lock();
-        let cov: &mut Coverage = reported.entry(uid.to_owned()).or_default();
-        cov.add(
-            version,
-            phase,
-            &result.load_balancers,
-            result.repaired,
-            managed,
-        )
-    }
-
-    /// The fleet-wide phase the node's results reached (and for which version), and whether
-    /// an effective state regressed since.
-    pub fn reached(&self, uid: &str) -> Option<((Version, ResultPhase), bool)> {
-        self.reported
-            .lock()
-            .get(uid)
-            .and_then(|c| c.reached().map(|r| (r, c.regressed())))
-    }
-
-    /// Sends a fleet-wide phase down every stream (none listening is fine: a stream that
-    /// opens later gets [`Shared::fleet_statuses`]).
-    pub fn publish_status(&self, status: NodeStatus) {
-        let _ = self.statuses.send(status);
-    }
-
-    /// Fleet-wide phases from now on.
-    pub fn subscribe_statuses(&self) -> broadcast::Receiver<NodeStatus> {
-        self.statuses.subscribe()
-    }
-
-    /// The fleet-wide phase of every asserted node's current version that reached one: what a
-    /// stream that just opened has missed.
-    pub fn fleet_statuses(&self) -> Vec<NodeStatus> {
-        let reached: Vec<(String, Version, ResultPhase)> = self
-            .reported
-            .lock()
-            .iter()
-            .filter_map(|(uid, cov)| {
-                let (version, phase) = cov.reached()?;
-                Some((uid.clone(), version, phase))
-            })
-            .collect();
-        let core = self.core.lock();
-        reached
-            .into_iter()
-            .filter_map(|(uid, version, phase)| {
-                let current = core.dispatch.current(&uid)?;
-                if current.version != Some(version) {
-                    return None;
-                }
-                let node = current.node.as_ref()?;
-                Some(node_status(&node.name, &node.uid, version, phase))
-            })
-            .collect()
-    }
-
     /// The wake-up handle of an endpoint's stream task.
     pub fn notify_for(&self, endpoint: &str) -> Arc<Notify> {
         self.notifies
@@ -367,25 +284,6 @@ impl Shared {
         }
     }
 
-    /// Forgets the result coverage of nodes that left the cluster (memory stays bounded by
-    /// the nodes). Takes `core`, then (after releasing it) `reported`.
-    pub fn prune_reported(&self) {
-        let reported: Vec<String> = self.reported.lock().keys().cloned().collect();
-        let gone: Vec<String> = {
-            let core = self.core.lock();
-            reported
-                .into_iter()
-                .filter(|uid| core.dispatch.current(uid).is_none())
-                .collect()
-        };
-        if !gone.is_empty() {
-            let mut r = self.reported.lock();
-            for uid in gone {
-                r.remove(&uid);
-            }
-        }
-    }
-
     fn send_taint(&self, t: TaintRequest) {
         let _ = self.taint_tx.send(t);
     }
@@ -399,75 +297,6 @@ impl Shared {
     pub fn incarnation(&self) -> u64 {
         self.incarnation
     }
-
-    /// The node watch completed a full list.
-    pub fn set_nodes_synced(&self) {
-        let now = tokio::time::Instant::now();
-        self.node_list.send_modify(|l| l.done_at = Some(now));
-    }
-
-    /// Resolves once the node watch has finished a full list, and one begun after the last
-    /// [`Shared::want_fresh_node_list`] (a leader never streams before: a partial list would
-    /// assert a partial desired state, an old one a stale one).
-    pub async fn nodes_synced(&self) {
-        let mut rx = self.node_list.subscribe();
-        let _ = rx.wait_for(NodeList::fresh).await;
-    }
-
-    /// A new leadership: a standby's watch may be half-open (the API server gone quiet on a
-    /// connection nobody noticed; kube-runtime finds out after ~290 s) and its index minutes
-    /// old, and streaming it under a new epoch would beat the actuators' fresher states (N7).
-    /// Unless a full list completed within [`FRESH_NODE_LIST`], ask the watch for a new one;
-    /// streams wait for it ([`Shared::nodes_synced`]).
-    fn want_fresh_node_list(&self) {
-        let now = tokio::time::Instant::now();
-        let stale = self
-            .node_list
-            .borrow()
-            .done_at
-            .is_none_or(|at| now.saturating_duration_since(at) > FRESH_NODE_LIST);
-        if stale {
-            self.node_list.send_modify(|l| l.wanted_after = Some(now));
-            self.relist.notify_one();
-        }
-    }
-
-    /// Resolves when a new node list is wanted (the node watch restarts its watcher).
-    pub async fn relist_requested(&self) {
-        self.relist.notified().await;
-    }
-
-    pub fn set_events_synced(&self) {
-        self.events_synced.store(true, Ordering::Release);
-    }
-
-    fn clear_streams_ready(&self) {
-        self.streams_ready.lock().clear();
-    }
-
-    pub fn set_stream_ready(&self, endpoint: &str, ready: bool) {
-        let mut s = self.streams_ready.lock();
-        if ready {
-            s.insert(endpoint.to_owned());
-        } else {
-            s.remove(endpoint);
-        }
-    }
-
-    /// Watches synced and, on a (non-dry-run) leader, every endpoint's stream has sent its
-    /// snapshot.
-    pub fn is_ready(&self) -> bool {
-        if self.node_list.borrow().done_at.is_none() || !self.events_synced.load(Ordering::Acquire)
-        {
-            return false;
-        }
-        if self.dry_run || self.leader_epoch().is_none() {
-            return true;
-        }
-        let endpoints = self.core.lock().dispatch.endpoints().to_vec();
-        let ready = self.streams_ready.lock();
-        !endpoints.is_empty() && endpoints.iter().all(|e| ready.contains(e))
-    }
 }
 
 /// The fleet-wide status of one node's `version` (sent down every stream).
@@ -480,56 +309,5 @@ pub fn node_status(name: &str, uid: &str, version: Version, phase: ResultPhase) 
         }),
         version: Some(version),
         phase: phase as i32,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::taints::TriggerSet;
-    use std::time::Duration;
-
-    fn shared() -> Shared {
-        let core = Core {
-            index: NodeIndex::new(TriggerSet::default()),
-            dispatch: Dispatcher::new(),
-        };
-        Shared::new(core, "me".into(), false, mpsc::unbounded_channel().0)
-    }
-
-    async fn synced_within(s: &Shared, ms: u64) -> bool {
-        tokio::time::timeout(Duration::from_millis(ms), s.nodes_synced())
-            .await
-            .is_ok()
-    }
-
-    /// N7: a standby whose last full list is old (its watch may be half-open) lists again
-    /// before it streams as leader; one that listed moments ago (a start-up) does not wait.
-    #[tokio::test]
-    async fn a_new_leader_streams_only_from_a_fresh_node_list() {
-        let s = shared();
-        assert!(!synced_within(&s, 50).await, "nothing listed yet");
-        s.set_nodes_synced();
-        s.want_fresh_node_list();
-        assert!(synced_within(&s, 50).await, "listed moments ago: fresh");
-
-        let old = tokio::time::Instant::now()
-            .checked_sub(FRESH_NODE_LIST + Duration::from_secs(1))
-            .expect("monotonic clock past 11 s");
-        s.node_list.send_modify(|l| l.done_at = Some(old));
-        s.want_fresh_node_list();
-        assert!(
-            !synced_within(&s, 50).await,
-            "an old list must be redone first"
-        );
-        // The watch was asked for a new list...
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), s.relist_requested())
-                .await
-                .is_ok()
-        );
-        // ...and once it completes, the leader streams.
-        s.set_nodes_synced();
-        assert!(synced_within(&s, 50).await);
     }
 }
