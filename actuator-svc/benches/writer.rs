@@ -95,6 +95,8 @@ async fn setup(nodes: usize, strategy: &str) -> Setup {
         "1s",
         // Used alone: tool holds are kept in memory.
         "--standalone",
+        // On loopback, measuring writes: plaintext, said explicitly.
+        "--insecure-plaintext",
         // Every node goes Down in the mass case: the blast-radius guard is lifted.
         "--max-down-share",
         "1.0",

@@ -7,7 +7,7 @@ use crate::arm::budget::{Budget, DEFAULT_READ, DEFAULT_WRITE, Limits};
 use crate::arm::client::Scope;
 use crate::arm::transport::{self, Transport};
 use crate::config::azure_json::{self, AzureConfig, EnvOverrides};
-use crate::config::cli::Args;
+use crate::config::cli::{Args, Serving};
 use crate::credentials;
 use crate::grpc::auth::AllowLists;
 use crate::metrics::Metrics;
@@ -40,11 +40,9 @@ pub(crate) struct Loaded {
     authority: url::Url,
     /// The HTTPS client of every Azure call (tokens and ARM).
     http: Transport,
-    pub(crate) tls: Option<Arc<TlsReloader>>,
-    pub(crate) lists: AllowLists,
 }
 
-/// Step 1: `azure.json`, the AAD authority, TLS files and allow-lists.
+/// Step 1: `azure.json` and the AAD authority.
 pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
     let text = std::fs::read_to_string(&args.cloud_config)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
@@ -59,27 +57,61 @@ pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
         None => Vec::new(),
     };
     let http = Transport::new(&extra_roots).context("HTTPS client")?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(Arc::new(TlsReloader::load(ServerTlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: args.tls_client_ca.clone(),
-        })?)),
-        _ => None,
-    };
-    let lists = AllowLists {
-        client_auth: args.tls_client_ca.is_some(),
-        signal: args.signal_clients.clone(),
-        tool: args.tool_clients.clone(),
-    };
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
     Ok(Loaded {
         cfg,
         authority,
         http,
-        tls,
-        lists,
     })
+}
+
+/// The service's step 1b (not the preflight's, which serves nothing): how gRPC is served. Mutual
+/// TLS with the material read and checked, and the allow-lists; or plaintext, only with
+/// `--insecure-plaintext`, said in a warning and in `cutover_actuator_insecure_plaintext`.
+pub(crate) fn grpc_security(
+    args: &Args,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<(Option<Arc<TlsReloader>>, AllowLists)> {
+    match args.serving().map_err(anyhow::Error::msg)? {
+        Serving::InsecurePlaintext => {
+            tracing::warn!(
+                "--insecure-plaintext: gRPC is served WITHOUT TLS and WITHOUT client authentication; \
+                 any caller that reaches the port may drive every node's admin state (tests only)"
+            );
+            metrics.set_insecure_plaintext(true);
+            Ok((None, AllowLists::default()))
+        }
+        Serving::Mtls {
+            cert,
+            key,
+            client_ca,
+            signal,
+            tool,
+        } => {
+            let tls = TlsReloader::load(ServerTlsFiles {
+                cert,
+                key,
+                client_ca: Some(client_ca),
+            })?;
+            let shown = |l: &[crate::identity::Allowed]| -> Vec<String> {
+                l.iter().map(ToString::to_string).collect()
+            };
+            tracing::info!(signal_clients = ?shown(&signal), tool_clients = ?shown(&tool), "gRPC served with mutual TLS; identities are certificate SANs, matched exactly");
+            if tool.is_empty() {
+                tracing::info!("--tool-clients is empty: every tool RPC is refused");
+            }
+            metrics.set_insecure_plaintext(false);
+            Ok((
+                Some(Arc::new(tls)),
+                AllowLists {
+                    client_auth: true,
+                    signal,
+                    tool,
+                    metrics: Some(metrics.clone()),
+                },
+            ))
+        }
+    }
 }
 
 /// Step 2: the credential and the ARM client with its one shared budget; returns the read

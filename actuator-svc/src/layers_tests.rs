@@ -18,7 +18,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "inbound",
         &["arm", "identity", "lb", "metrics", "plan", "state"],
     ),
-    ("grpc", &["admin", "identity", "inbound", "tls_reload"]),
+    (
+        "grpc",
+        &["admin", "identity", "inbound", "metrics", "tls_reload"],
+    ),
 ];
 
 /// The top-level modules a source text names through `crate::` (comments skipped).

@@ -11,7 +11,7 @@
 //! Layers, each importing only from the ones below it (no `crate::` import runs back up):
 //! - `lb` (pure, imports nothing from the crate): scanning, reading and splicing LB documents,
 //!   ARM IDs, the pool index (which entries of which pools belong to a node); `identity`:
-//!   certificate identities; `config::azure_json`: `azure.json` in cloud-provider-azure's format.
+//!   certificate identities (SAN URIs and DNS names only, matched exactly; never the CN); `config::azure_json`: `azure.json` in cloud-provider-azure's format.
 //! - `metrics`: the prometheus registry.
 //! - `arm`: thin ARM client, shared read/write budget (`budget`, pure), retry policy, and the
 //!   `TokenSource` trait it takes its bearer tokens from.
@@ -22,7 +22,7 @@
 //!   loop, over `session`, its pure protocol), the tool RPCs (`tools`), durable holds relayed
 //!   to signal-svc (`holds`), request validation (`validate`).
 //! - `grpc`: the `cutover.v1.Actuator` service, mapping tonic to `inbound` behind mTLS
-//!   allow-lists; `admin`: `/live`, `/ready`, `/metrics`.
+//!   allow-lists (plaintext only with `--insecure-plaintext`); `admin`: `/live`, `/ready`, `/metrics`.
 //! - `config::cli` (flags), `preflight` (`--preflight`, a read-only report of what cutover
 //!   would manage and what blocks it; classification is pure), `runtime` (wiring and drain).
 

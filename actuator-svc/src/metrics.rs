@@ -26,6 +26,7 @@ pub struct Metrics {
     arm_throttled: Family<Labels, Counter>,
     arm_rate_limited: Family<Labels, Counter>,
     arm_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
+    arm_access_refused: Family<Labels, Counter>,
     write_rounds: Family<Labels, Counter>,
     entries_per_write: Histogram,
     to_accepted: Histogram,
@@ -46,6 +47,8 @@ pub struct Metrics {
     guard_refused: Family<Labels, Gauge>,
     tool_limited: Family<Labels, Counter>,
     unknown_answers: Family<Labels, Counter>,
+    insecure_plaintext: Gauge,
+    auth_refused: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -88,6 +91,12 @@ impl Metrics {
             "arm_remaining_quota",
             "Last x-ms-ratelimit-remaining-subscription-* value, by class",
             arm_remaining.clone(),
+        );
+        let arm_access_refused = Family::<Labels, Counter>::default();
+        registry.register(
+            "arm_access_refused",
+            "Writes ARM refused for access (403 AuthorizationFailed, LinkedAuthorizationFailed, DenyAssignmentAuthorizationFailed), by load balancer, code and the first action it names; retried slowly",
+            arm_access_refused.clone(),
         );
         let write_rounds = Family::<Labels, Counter>::default();
         registry.register(
@@ -205,6 +214,18 @@ impl Metrics {
             "Tool RPCs for nodes with no backend entry, by how they were answered (negative cache or one pool refresh)",
             unknown_answers.clone(),
         );
+        let insecure_plaintext = Gauge::default();
+        registry.register(
+            "insecure_plaintext",
+            "1 when gRPC is served in plaintext without client authentication (--insecure-plaintext), else 0",
+            insecure_plaintext.clone(),
+        );
+        let auth_refused = Family::<Labels, Counter>::default();
+        registry.register(
+            "auth_refused",
+            "gRPC callers refused by the client-certificate allow-lists, by group (signal, tool) and reason (no_certificate, no_san, not_allowed)",
+            auth_refused.clone(),
+        );
         Self {
             registry: root,
             arm_requests,
@@ -212,6 +233,7 @@ impl Metrics {
             arm_throttled,
             arm_rate_limited,
             arm_remaining,
+            arm_access_refused,
             write_rounds,
             entries_per_write,
             to_accepted,
@@ -232,7 +254,20 @@ impl Metrics {
             guard_refused,
             tool_limited,
             unknown_answers,
+            insecure_plaintext,
+            auth_refused,
         }
+    }
+
+    /// Whether gRPC is served in plaintext (`--insecure-plaintext`).
+    pub fn set_insecure_plaintext(&self, on: bool) {
+        self.insecure_plaintext.set(i64::from(on));
+    }
+    /// A caller refused by an allow-list.
+    pub fn auth_refused(&self, group: &str, reason: &str) {
+        self.auth_refused
+            .get_or_create(&labels(&[("group", group), ("reason", reason)]))
+            .inc();
     }
 
     /// The text exposition.
@@ -252,6 +287,16 @@ impl Metrics {
         };
         self.arm_requests
             .get_or_create(&labels(&[("operation", operation), ("status", &status)]))
+            .inc();
+    }
+    /// A write refused for access (`code`: ARM's; `action`: the first it names, or `-`).
+    pub fn access_refused(&self, lb: &str, code: &str, action: &str) {
+        self.arm_access_refused
+            .get_or_create(&labels(&[
+                ("load_balancer", lb),
+                ("code", code),
+                ("action", action),
+            ]))
             .inc();
     }
     pub fn arm_response_bytes(&self, operation: &str, bytes: usize) {

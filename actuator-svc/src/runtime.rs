@@ -63,6 +63,7 @@ impl Running {
 pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     let loaded = bootstrap::load(&args, &env)?;
     let metrics = Arc::new(Metrics::new());
+    let (tls, lists) = bootstrap::grpc_security(&args, &metrics)?;
     let (arm, read) = bootstrap::arm_client(&args, &env, &loaded, metrics.clone())?;
     let writer_cfg = writer_config(&args)?;
     let lbs = bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
@@ -86,12 +87,8 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     servers.push(parts.spawn_resender());
     servers.push(parts.spawn_ownership_gauge());
     servers.push(parts.spawn_admin(admin_listener, ready.clone()));
-    let svc = parts.service(&args, loaded.lists, &writer_cfg, read);
-    servers.extend(
-        parts
-            .spawn_grpc(grpc_listener, loaded.tls, svc, ready)
-            .await,
-    );
+    let svc = parts.service(&args, lists, &writer_cfg, read);
+    servers.extend(parts.spawn_grpc(grpc_listener, tls, svc, ready).await);
     tracing::info!(%grpc_addr, %admin_addr, load_balancers = ?parts.lbs, strategy = ?args.write_strategy, dry_run = args.dry_run, "actuator-svc started");
     Ok(Running {
         grpc_addr,

@@ -104,6 +104,8 @@ async fn managed_identity_run(user_assigned: bool) {
         .args(["--poll-interval", "50ms", "--log-format", "json"])
         // Used alone: the tool hold is kept in memory.
         .arg("--standalone")
+        // A test on loopback: plaintext, said explicitly.
+        .arg("--insecure-plaintext")
         .env("IDENTITY_ENDPOINT", sim.identity_endpoint())
         .env("IDENTITY_HEADER", sim.identity_header())
         .env_remove("AZURE_CLIENT_ID")
@@ -206,6 +208,7 @@ async fn workload_identity_reads_the_projected_token_file() {
         "--poll-interval",
         "50ms",
         "--standalone",
+        "--insecure-plaintext",
     ])
     .unwrap();
     let running = actuator_svc::runtime::start(args, EnvOverrides::default())

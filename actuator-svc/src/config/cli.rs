@@ -1,5 +1,6 @@
 //! Command-line flags; every flag has an `ACTUATOR_*` environment fallback.
 
+use crate::identity::{self, Allowed};
 use crate::writer::Strategy;
 use clap::{Parser, ValueEnum};
 use std::net::SocketAddr;
@@ -160,6 +161,12 @@ pub struct Args {
     /// and exit (non-zero when something blocks a cut). Reads only; binds no port.
     #[arg(long, env = "ACTUATOR_PREFLIGHT")]
     pub preflight: bool,
+    /// With --preflight: also PUT each managed load balancer back exactly as read with an
+    /// If-Match no etag has. ARM checks roles, deny assignments (AKS's node resource group
+    /// lockdown) and linked access first; the resource provider then refuses it with 412 and
+    /// nothing changes. Proves what the permissions API cannot show.
+    #[arg(long, env = "ACTUATOR_PREFLIGHT_WRITE_PROBE")]
+    pub preflight_write_probe: bool,
     /// Resolve and log writes without making them.
     #[arg(long, env = "ACTUATOR_DRY_RUN")]
     pub dry_run: bool,
@@ -191,23 +198,30 @@ pub struct Args {
     /// 0 keeps none.
     #[arg(long, env = "ACTUATOR_BASE_CACHE_BUDGET", default_value = "16Mi", value_parser = parse_bytes)]
     pub base_cache_budget: usize,
-    /// Serving certificate (PEM); enables TLS.
-    #[arg(long, env = "ACTUATOR_TLS_CERT", requires = "tls_key")]
+    /// Serving certificate (PEM). With --tls-key and --tls-client-ca: mutual TLS, required
+    /// unless --insecure-plaintext.
+    #[arg(long, env = "ACTUATOR_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// Serving key (PEM).
-    #[arg(long, env = "ACTUATOR_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "ACTUATOR_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
-    /// CA that signs client certificates; enables client-certificate authentication.
-    #[arg(long, env = "ACTUATOR_TLS_CLIENT_CA", requires = "tls_cert")]
+    /// CA (PEM) that signs client certificates: every caller must present one.
+    #[arg(long, env = "ACTUATOR_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
-    /// Client identities (SAN DNS/URI or CN) allowed to open the desired-state stream.
+    /// Client identities allowed to open the desired-state stream: SAN URIs
+    /// (spiffe://cluster.local/ns/cutover/sa/signal-svc) or DNS names, matched exactly; the
+    /// certificate's CN is never an identity. Required unless --standalone.
+    #[arg(long, env = "ACTUATOR_SIGNAL_CLIENTS", value_delimiter = ',')]
+    pub signal_clients: Vec<String>,
+    /// Serve gRPC in plaintext, without TLS or client authentication: any caller that reaches
+    /// the port may drive the fleet. For tests and local experiments only; logged as a warning
+    /// at start and shown by cutover_actuator_insecure_plaintext 1.
     #[arg(
         long,
-        env = "ACTUATOR_SIGNAL_CLIENTS",
-        value_delimiter = ',',
-        requires = "tls_client_ca"
+        env = "ACTUATOR_INSECURE_PLAINTEXT",
+        conflicts_with_all = ["tls_cert", "tls_key", "tls_client_ca", "signal_clients", "tool_clients"]
     )]
-    pub signal_clients: Vec<String>,
+    pub insecure_plaintext: bool,
     /// The most of a pool's entries held Down at once (blast-radius guard): nodes over it are
     /// left to the health probe and reported (FAILED, will retry) until held nodes are
     /// restored; the first signalled are cut first. 1.0 lets every entry go Down.
@@ -223,17 +237,69 @@ pub struct Args {
     /// in between they are answered from the negative cache without ARM calls.
     #[arg(long, env = "ACTUATOR_UNKNOWN_NODE_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub unknown_node_refresh: Duration,
-    /// Client identities allowed to call the tool RPCs.
-    #[arg(
-        long,
-        env = "ACTUATOR_TOOL_CLIENTS",
-        value_delimiter = ',',
-        requires = "tls_client_ca"
-    )]
+    /// Client identities allowed to call the tool RPCs (cutoverctl): SAN URIs or DNS names,
+    /// matched exactly, never the CN. Empty: no tool may call.
+    #[arg(long, env = "ACTUATOR_TOOL_CLIENTS", value_delimiter = ',')]
     pub tool_clients: Vec<String>,
 }
 
+/// How the gRPC port is served, from the TLS flags.
+#[derive(Debug, Clone)]
+pub enum Serving {
+    /// Mutual TLS: the files, and the identities each group of RPCs admits.
+    Mtls {
+        cert: PathBuf,
+        key: PathBuf,
+        client_ca: PathBuf,
+        signal: Vec<Allowed>,
+        tool: Vec<Allowed>,
+    },
+    /// `--insecure-plaintext`: no TLS, no client authentication.
+    InsecurePlaintext,
+}
+
 impl Args {
+    /// The gRPC transport the flags ask for: mutual TLS with every file and the allow-lists, or
+    /// plaintext only when `--insecure-plaintext` says so. Errors name the flags.
+    pub fn serving(&self) -> Result<Serving, String> {
+        if self.insecure_plaintext {
+            return Ok(Serving::InsecurePlaintext);
+        }
+        let (Some(cert), Some(key), Some(client_ca)) =
+            (&self.tls_cert, &self.tls_key, &self.tls_client_ca)
+        else {
+            let missing: Vec<&str> = [
+                ("--tls-cert", self.tls_cert.is_none()),
+                ("--tls-key", self.tls_key.is_none()),
+                ("--tls-client-ca", self.tls_client_ca.is_none()),
+            ]
+            .iter()
+            .filter(|(_, m)| *m)
+            .map(|(f, _)| *f)
+            .collect();
+            return Err(format!(
+                "gRPC is served with mutual TLS: --tls-cert, --tls-key and --tls-client-ca are required (missing {}); \
+                 --insecure-plaintext serves plaintext without client authentication (tests only)",
+                missing.join(", ")
+            ));
+        };
+        let signal = identity::parse_list("--signal-clients", &self.signal_clients)?;
+        let tool = identity::parse_list("--tool-clients", &self.tool_clients)?;
+        if signal.is_empty() && !self.standalone {
+            return Err("--signal-clients is empty: name signal-svc's certificate identity (a SAN URI \
+                        such as spiffe://cluster.local/ns/cutover/sa/signal-svc, or a DNS name), or pass \
+                        --standalone for an actuator used without signal-svc"
+                .into());
+        }
+        Ok(Serving::Mtls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: client_ca.clone(),
+            signal,
+            tool,
+        })
+    }
+
     /// The AAD authority: the flag, else `AZURE_AUTHORITY_HOST`, else the public cloud.
     pub fn authority(&self) -> Result<url::Url, String> {
         if let Some(a) = &self.aad_authority {
@@ -335,34 +401,76 @@ mod tests {
     }
 
     #[test]
-    fn allow_lists_need_client_certificates() {
-        let r = Args::try_parse_from([
-            "actuator-svc",
-            "--cloud-config",
-            "x",
-            "--signal-clients",
-            "a",
-        ]);
-        assert!(r.is_err());
-        let ok = Args::try_parse_from([
-            "actuator-svc",
-            "--cloud-config",
-            "x",
+    fn mutual_tls_or_an_explicit_plaintext_flag() {
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["actuator-svc", "--cloud-config", "x"];
+            v.extend_from_slice(extra);
+            Args::try_parse_from(v)
+        };
+        // No TLS flags: refused when serving, naming every flag and the way out.
+        let e = parse(&[]).unwrap().serving().unwrap_err();
+        for f in [
+            "--tls-cert",
+            "--tls-key",
+            "--tls-client-ca",
+            "--insecure-plaintext",
+        ] {
+            assert!(e.contains(f), "{f}: {e}");
+        }
+        let e = parse(&[
             "--tls-cert",
             "c",
             "--tls-key",
             "k",
-            "--tls-client-ca",
-            "ca",
             "--signal-clients",
-            "a,b",
+            "a.b",
+        ])
+        .unwrap()
+        .serving()
+        .unwrap_err();
+        assert!(e.contains("missing --tls-client-ca"), "{e}");
+        assert!(matches!(
+            parse(&["--insecure-plaintext"]).unwrap().serving(),
+            Ok(Serving::InsecurePlaintext)
+        ));
+        // The flag excludes TLS and allow-lists.
+        assert!(parse(&["--insecure-plaintext", "--tls-cert", "c"]).is_err());
+        assert!(parse(&["--insecure-plaintext", "--tool-clients", "t.example"]).is_err());
+        let tls = ["--tls-cert", "c", "--tls-key", "k", "--tls-client-ca", "ca"];
+        let mut ok = tls.to_vec();
+        ok.extend([
+            "--signal-clients",
+            "spiffe://cluster.local/ns/cutover/sa/signal-svc,b.example",
             "--tool-clients",
-            "t",
+            "t.example",
             "--write-strategy",
             "per-pool",
-        ])
-        .unwrap();
-        assert_eq!(ok.signal_clients, vec!["a", "b"]);
-        assert_eq!(ok.write_strategy, Strategy::PerPool);
+        ]);
+        let args = parse(&ok).unwrap();
+        assert_eq!(args.write_strategy, Strategy::PerPool);
+        let Ok(Serving::Mtls { signal, tool, .. }) = args.serving() else {
+            panic!("not mTLS")
+        };
+        assert_eq!(
+            signal,
+            vec![
+                Allowed::Uri("spiffe://cluster.local/ns/cutover/sa/signal-svc".into()),
+                Allowed::Dns("b.example".into())
+            ]
+        );
+        assert_eq!(tool, vec![Allowed::Dns("t.example".into())]);
+        // signal-svc's identity is required in a fleet, not for --standalone.
+        let e = parse(&tls).unwrap().serving().unwrap_err();
+        assert!(e.contains("--signal-clients is empty"), "{e}");
+        let mut standalone = tls.to_vec();
+        standalone.push("--standalone");
+        assert!(parse(&standalone).unwrap().serving().is_ok());
+        let mut wild = tls.to_vec();
+        wild.extend(["--signal-clients", "*.cutover.svc"]);
+        let e = parse(&wild).unwrap().serving().unwrap_err();
+        assert!(
+            e.contains("--signal-clients") && e.contains("wildcard"),
+            "{e}"
+        );
     }
 }

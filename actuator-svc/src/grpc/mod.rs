@@ -1,6 +1,6 @@
 //! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection (`v1` and
-//! `v1alpha`), over TLS with client certificates when configured (material re-read live:
-//! `tls_reload`). Every service has a decoded message limit sized from its largest legitimate
+//! `v1alpha`), over TLS with required client certificates (material re-read live:
+//! `tls_reload`), or in plaintext with `--insecure-plaintext` only. Every service has a decoded message limit sized from its largest legitimate
 //! message.
 
 pub mod auth;

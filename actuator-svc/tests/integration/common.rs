@@ -124,6 +124,8 @@ pub fn base_args(sim: &ArmSim, config: &Path) -> Vec<String> {
         "test-actuator",
         // Most tests use the actuator alone: a tool hold is kept in memory at once.
         "--standalone",
+        // Plaintext on loopback, said explicitly (start_actuator drops it for a TLS test).
+        "--insecure-plaintext",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -149,6 +151,9 @@ pub async fn start_actuator(sim: &ArmSim, cluster: &Cluster, extra: &[&str]) -> 
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), cluster);
     let mut args = base_args(sim, &config);
+    if extra.contains(&"--tls-cert") {
+        args.retain(|a| a != "--insecure-plaintext");
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let running = runtime::start(Args::try_parse_from(args).unwrap(), EnvOverrides::default())
         .await

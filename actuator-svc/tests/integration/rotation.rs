@@ -131,6 +131,9 @@ async fn rotated_server_cert_and_ca_reach_new_connections_while_a_stream_keeps_f
             secret.path("ca.crt").to_str().unwrap(),
             "--signal-clients",
             "signal-svc.cutover.svc",
+            // The probe call below is a tool RPC (an empty list admits nobody).
+            "--tool-clients",
+            "signal-svc.cutover.svc",
         ],
     )
     .await;

@@ -1,6 +1,7 @@
 //! Per-identity rate limit of the tool RPCs. The identity is the client certificate's first
-//! name as `identity` reads it (SAN DNS/URI, else CN); callers without a certificate (no
-//! client authentication configured) share one bucket.
+//! SAN (DNS name or URI) as `identity` reads it (a certificate without one never gets here:
+//! `grpc::auth` refuses it); callers without a certificate (`--insecure-plaintext`) share one
+//! bucket.
 
 use crate::arm::budget::Bucket;
 use crate::identity::identities;
