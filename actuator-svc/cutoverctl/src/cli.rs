@@ -23,26 +23,37 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// The actuator's gRPC endpoint, e.g. https://actuator-svc.cutover:9443.
+    /// The actuator's gRPC endpoint, e.g. https://actuator-svc.cutover:9443 (or
+    /// https://127.0.0.1:9443 through `kubectl port-forward`, with --tls-server-name).
     #[arg(
         long,
         env = "CUTOVER_ENDPOINT",
-        default_value = "http://127.0.0.1:9443",
+        default_value = "https://127.0.0.1:9443",
         global = true
     )]
     pub endpoint: String,
     /// CA certificate (PEM) that signed the actuator's serving certificate.
     #[arg(long, env = "CUTOVER_TLS_CA", global = true)]
     pub tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM) for mutual TLS.
-    #[arg(long, env = "CUTOVER_TLS_CERT", requires = "tls_key", global = true)]
+    /// Client certificate (PEM) for mutual TLS: its SAN must be on the actuator's
+    /// --tool-clients (the chart's cutoverctl-tls Secret holds one).
+    #[arg(long, env = "CUTOVER_TLS_CERT", global = true)]
     pub tls_cert: Option<PathBuf>,
     /// Private key (PEM) of the client certificate.
-    #[arg(long, env = "CUTOVER_TLS_KEY", requires = "tls_cert", global = true)]
+    #[arg(long, env = "CUTOVER_TLS_KEY", global = true)]
     pub tls_key: Option<PathBuf>,
     /// Server name to verify in the actuator's certificate (default: the endpoint's host).
     #[arg(long, env = "CUTOVER_TLS_SERVER_NAME", global = true)]
     pub tls_server_name: Option<String>,
+    /// Talk plaintext to an http:// endpoint, without TLS or a client certificate: only an
+    /// actuator started with --insecure-plaintext (tests) answers that. Warns on stderr.
+    #[arg(
+        long,
+        env = "CUTOVER_INSECURE_PLAINTEXT",
+        global = true,
+        conflicts_with_all = ["tls_ca", "tls_cert", "tls_key", "tls_server_name"]
+    )]
+    pub insecure_plaintext: bool,
     /// Give up connecting or on a unary call after this long.
     #[arg(long, env = "CUTOVER_TIMEOUT", value_parser = parse_duration, default_value = "30s", global = true)]
     pub timeout: Duration,
@@ -167,6 +178,23 @@ mod tests {
     #[test]
     fn flags_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn plaintext_flag_excludes_the_tls_flags() {
+        let cli = Cli::try_parse_from([
+            "cutoverctl",
+            "list",
+            "--endpoint",
+            "http://127.0.0.1:9443",
+            "--insecure-plaintext",
+        ])
+        .unwrap();
+        assert!(cli.conn.insecure_plaintext);
+        for tls in ["--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name"] {
+            let r = Cli::try_parse_from(["cutoverctl", "list", "--insecure-plaintext", tls, "x"]);
+            assert!(r.is_err(), "{tls}");
+        }
     }
 
     #[test]
