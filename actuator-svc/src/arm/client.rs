@@ -284,7 +284,7 @@ impl ArmClient {
 
     /// One request: budget, token, timeout, metrics, error mapping. A 401 drops the cached
     /// token and is tried once more (a token that expired early, or was revoked).
-    async fn call(
+    pub(super) async fn call(
         &self,
         op: &'static str,
         method: Method,

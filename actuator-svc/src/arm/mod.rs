@@ -3,11 +3,13 @@
 //! bearer token (`token`; `credentials` implements it). Load balancer documents stay bytes
 //! here: reading and editing them is `lb`'s job.
 
+pub mod access;
 pub mod answer;
 pub mod body;
 pub mod budget;
 pub mod client;
 pub mod error;
+pub mod permissions;
 pub mod retry;
 pub mod token;
 pub mod transport;

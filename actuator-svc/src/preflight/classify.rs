@@ -51,7 +51,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Severity::Blocking => "BLOCKING",
             Severity::Warning => "WARNING",

@@ -3,11 +3,14 @@
 //! Data flow: the service's own config loading and ARM client (`runtime`) → GET of every load
 //! balancer cutover would manage and a LIST of the node resource group's NICs (the same calls
 //! the service makes, so a refused read here is a refused read there) → [`facts`] (pure:
-//! documents to plain facts) → [`classify`] (pure: findings, verdicts, the printed report).
-//! Nothing is written; no port is bound.
+//! documents to plain facts) → [`classify`] (pure: findings, verdicts, the printed report) →
+//! [`permissions`] (the permissions API at every scope a write needs, linked ones included;
+//! with `--preflight-write-probe`, a PUT ARM must refuse before anything changes).
+//! Nothing is written (the probe's PUT carries an etag that cannot match); no port is bound.
 
 pub mod classify;
 pub mod facts;
+pub mod permissions;
 
 use crate::arm::{ArmClient, ArmError, client::API_VERSION};
 use crate::config::azure_json::EnvOverrides;
@@ -144,7 +147,16 @@ pub async fn run(args: &Args, env: &EnvOverrides) -> anyhow::Result<Report> {
     let (arm, _) = crate::bootstrap::arm_client(args, env, &loaded, Arc::new(Metrics::new()))?;
     let lbs = crate::bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let survey = survey(&arm, &lbs).await;
-    Ok(classify::classify(&survey))
+    let mut report = classify::classify(&survey);
+    let access = permissions::check(
+        &arm,
+        &lbs,
+        args.write_strategy,
+        args.preflight_write_probe,
+    )
+    .await;
+    permissions::merge(&mut report, &access);
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod completion;
 mod execute;
 mod not_written;
 mod outcome;
+mod refused;
 mod restore;
 mod round;
 mod track;
@@ -109,6 +110,8 @@ pub struct Writer {
     written_at: Option<Instant>,
     /// What was last said about pools and entries never written.
     reported: not_written::Reported,
+    /// After a write refused for access (403): no write before the pause ends.
+    access: refused::AccessPause,
 }
 
 /// The least pause after a write given up (lock conflicts or 412s beyond their bound): the
@@ -150,6 +153,7 @@ impl Writer {
             body_len: usize::MAX,
             written_at: None,
             reported: Default::default(),
+            access: Default::default(),
         }
     }
 

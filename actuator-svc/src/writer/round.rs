@@ -13,6 +13,7 @@
 use super::execute::{WriteError, WriteIds};
 use super::{GIVE_UP_PAUSE, Strategy, Writer, jitter, outcome, retry_wait};
 use crate::arm::ArmError;
+use crate::arm::access::AccessRefusal;
 use crate::arm::retry::{self, Attempts, Next};
 use crate::lb::doc::Provisioning;
 use crate::plan::{LbPlan, TargetPlan};
@@ -198,6 +199,10 @@ impl Writer {
             tracing::info!("no longer the owner of this load balancer; not writing");
             return Flow::Done(Ok(()));
         }
+        // After a write refused for access (writer/refused.rs): nothing before its pause ends.
+        if let Some(wait) = self.access_wait(changed) {
+            return Flow::Done(Err(wait));
+        }
         if let Some(until) = r.locked_until.take()
             && until > Instant::now()
         {
@@ -228,6 +233,9 @@ impl Writer {
                 r.failures = 0;
                 r.attempts.reset();
                 self.backoff.reset();
+                if self.access.cleared() {
+                    tracing::info!("write authorized again after access refusals");
+                }
                 Flow::Again
             }
             Err(WriteError::Stale(e)) => self.on_stale(r, e, changed),
@@ -289,6 +297,10 @@ impl Writer {
     /// Any other failed write: its nodes are told FAILED once it is final or repeated, and it
     /// is tried again after a backoff while retryable.
     async fn on_failed(&mut self, r: &mut Round, e: ArmError, changed: &Changed<'_>) -> Flow {
+        // 403 for access: reported as such, written again only after a slow pause.
+        if let Some(refusal) = AccessRefusal::of(&e) {
+            return Flow::Done(Err(self.on_access_refused(&refusal, &e, changed)));
+        }
         r.failures += 1;
         let retry = e.retryable();
         let wait = retry_wait(&e, &mut self.backoff);

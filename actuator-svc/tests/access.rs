@@ -1,0 +1,293 @@
+//! Access against arm-sim's linked-access seeds (RBAC enforced, `deploy/azure/` roles):
+//! `--preflight` asks the permissions API at every scope a write needs and names each missing
+//! action with its `az role assignment create`; `--preflight-write-probe` finds the node
+//! resource group lockdown; at run time a write refused with 403 is reported as such (metric,
+//! FAILED reason) and not tried again before its pause.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
+#[path = "integration/common.rs"]
+mod common;
+
+use actuator_svc::config::azure_json::EnvOverrides;
+use actuator_svc::config::cli::Args;
+use actuator_svc::preflight::{self, classify::Report};
+use arm_sim::rbac::{Rbac, RoleAssignment, RoleDefinition};
+use arm_sim::seed::Seed;
+use arm_sim::{ArmSim, ArmSimOptions};
+use clap::Parser;
+use common::*;
+use cutover_proto::v1::*;
+use std::path::Path;
+use std::time::Duration;
+
+const SUB: &str = "5a2e4b2c-1f7d-4c4e-9a55-0b0c8d7e6f31";
+const MC: &str = "MC_cutover-rg_cutover_eastus";
+const NET_RG: &str = "customer-net-rg";
+const JOIN_SUBNET: &str = "Microsoft.Network/virtualNetworks/subnets/join/action";
+
+fn rg_id(rg: &str) -> String {
+    format!("/subscriptions/{SUB}/resourceGroups/{rg}")
+}
+
+fn vnet_id() -> String {
+    format!(
+        "{}/providers/Microsoft.Network/virtualNetworks/customer-vnet",
+        rg_id(NET_RG)
+    )
+}
+
+fn role(file: &str) -> RoleDefinition {
+    let path = format!("{}/../deploy/azure/{file}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn start_seed(name: &str) -> ArmSim {
+    let mut options = ArmSimOptions {
+        seed: Seed::preset(name, None).unwrap(),
+        ..Default::default()
+    };
+    options.tuning = fast_tuning();
+    ArmSim::start(options).await.unwrap()
+}
+
+/// The writer role on the node resource group, and the joiner on each of `joined`.
+fn assign(sim: &ArmSim, joined: &[String]) {
+    let principal = sim.credentials().client_id;
+    let (writer, joiner) = (
+        role("role-lb-writer.json"),
+        role("role-network-joiner.json"),
+    );
+    let mut assignments = vec![RoleAssignment {
+        principal_id: principal.clone(),
+        role: writer.name.clone(),
+        scope: rg_id(MC),
+    }];
+    for scope in joined {
+        assignments.push(RoleAssignment {
+            principal_id: principal.clone(),
+            role: joiner.name.clone(),
+            scope: scope.clone(),
+        });
+    }
+    sim.set_rbac(Rbac {
+        role_definitions: vec![writer, joiner],
+        role_assignments: assignments,
+        ..Rbac::default()
+    })
+    .unwrap();
+}
+
+/// azure.json for the seeds' cluster (cluster name `kubernetes`, node resource group `MC`).
+fn write_azure_json(sim: &ArmSim, dir: &Path) -> std::path::PathBuf {
+    let c = sim.credentials();
+    let path = dir.join("azure.json");
+    let json = serde_json::json!({
+        "cloud": "AzurePublicCloud",
+        "tenantId": c.tenant_id,
+        "subscriptionId": SUB,
+        "aadClientId": c.client_id,
+        "aadClientSecret": c.client_secret,
+        "resourceGroup": MC,
+        "location": "eastus",
+        "vmType": "vmss",
+        "loadBalancerSku": "Standard",
+    });
+    std::fs::write(&path, json.to_string()).unwrap();
+    path
+}
+
+async fn run_preflight(sim: &ArmSim, probe: bool) -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_azure_json(sim, dir.path());
+    let mut args = base_args(sim, &config);
+    args.push("--preflight".into());
+    if probe {
+        args.push("--preflight-write-probe".into());
+    }
+    let args = Args::try_parse_from(args).unwrap();
+    let report = preflight::run(&args, &EnvOverrides::default())
+        .await
+        .unwrap();
+    println!("{}", report.text);
+    // Nothing was written: every PUT (the probe's) was refused.
+    for r in sim.requests() {
+        if r.method == "PUT" {
+            assert!(r.status >= 400, "a preflight PUT went through: {r:?}");
+        }
+    }
+    report
+}
+
+#[tokio::test]
+async fn byo_vnet_with_both_roles_passes_and_the_write_probe_is_authorized() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[vnet_id()]);
+    let r = run_preflight(&sim, true).await;
+    assert!(!r.blocking(), "{}", r.text);
+    assert!(!r.has("access-missing"), "{}", r.text);
+    assert!(r.has("write-probe-authorized"), "{}", r.text);
+    assert!(
+        r.text.contains(&format!("{JOIN_SUBNET}: granted")),
+        "{}",
+        r.text
+    );
+}
+
+#[tokio::test]
+async fn byo_vnet_without_the_joiner_names_the_subnet_join_and_its_fix() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[]);
+    let r = run_preflight(&sim, false).await;
+    assert!(r.blocking(), "{}", r.text);
+    let subnet = format!("{}/subnets/aks-subnet", vnet_id());
+    let missing: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.code == "access-missing")
+        .collect();
+    assert_eq!(missing.len(), 1, "{}", r.text);
+    assert!(
+        missing[0].message.contains(JOIN_SUBNET) && missing[0].message.contains(&subnet),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.text.contains(&format!(
+            "az role assignment create --assignee-object-id \"$OID\" --assignee-principal-type ServicePrincipal --role \"Cutover Network Joiner\" --scope \"{subnet}\""
+        )),
+        "{}",
+        r.text
+    );
+    assert!(r.has("lockdown-not-checked"), "{}", r.text);
+}
+
+#[tokio::test]
+async fn foreign_public_ip_and_ip_pool_vnet_without_the_joiner_name_their_joins() {
+    for (seed, action, group) in [
+        (
+            "foreign-public-ip",
+            "Microsoft.Network/publicIPAddresses/join/action",
+            "customer-ip-rg",
+        ),
+        (
+            "foreign-public-ip",
+            "Microsoft.Network/publicIPPrefixes/join/action",
+            "customer-ip-rg",
+        ),
+        (
+            "ip-pool-vnet",
+            "Microsoft.Network/virtualNetworks/joinLoadBalancer/action",
+            NET_RG,
+        ),
+    ] {
+        let sim = start_seed(seed).await;
+        assign(&sim, &[]);
+        let r = run_preflight(&sim, false).await;
+        assert!(r.blocking(), "{seed}: {}", r.text);
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.code == "access-missing" && f.message.contains(action)),
+            "{seed}: {action} not named:\n{}",
+            r.text
+        );
+        // granted everywhere: passes
+        assign(&sim, &[rg_id(group)]);
+        let r = run_preflight(&sim, false).await;
+        assert!(!r.blocking(), "{seed} with the joiner: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn the_write_probe_reports_the_node_resource_group_lockdown() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[vnet_id()]);
+    sim.lockdown(MC, Vec::new());
+    // The permissions API does not show deny assignments: reads alone pass.
+    let r = run_preflight(&sim, false).await;
+    assert!(!r.blocking(), "{}", r.text);
+    assert!(r.has("lockdown-not-checked"), "{}", r.text);
+    let r = run_preflight(&sim, true).await;
+    assert!(r.blocking() && r.has("nrg-lockdown"), "{}", r.text);
+    assert!(
+        r.text.contains("node resource group lockdown"),
+        "{}",
+        r.text
+    );
+}
+
+/// A node of the byo-vnet seed.
+fn node0() -> NodeRef {
+    NodeRef {
+        name: "aks-nodepool1-12345678-vmss000000".into(),
+        uid: "00000000-0000-4000-8000-000000000001".into(),
+        provider_id: format!(
+            "azure://{}/providers/Microsoft.Compute/virtualMachineScaleSets/aks-nodepool1-12345678-vmss/virtualMachines/0",
+            rg_id(MC)
+        ),
+        internal_ips: vec!["10.10.0.4".into()],
+        zone: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_write_refused_for_linked_access_is_counted_reported_and_not_hammered() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_azure_json(&sim, dir.path());
+    let args = Args::try_parse_from(base_args(&sim, &config)).unwrap();
+    let running = actuator_svc::runtime::start(args, EnvOverrides::default())
+        .await
+        .expect("actuator starts");
+    let admin = running.admin_addr;
+    wait_until("actuator ready", || async move {
+        http_get(admin, "/ready").await.0 == 200
+    })
+    .await;
+    let mut client = cutover_proto::v1::actuator_client::ActuatorClient::connect(format!(
+        "http://{}",
+        running.grpc_addr
+    ))
+    .await
+    .unwrap();
+    let set = |state: AdminState| SetNodeAdminStateRequest {
+        node: Some(node0()),
+        admin_state: state as i32,
+        reason: "test".into(),
+        wait: WaitFor::Accepted as i32,
+        wait_timeout: Some(prost_types::Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+    };
+    let answer = client.set_node_admin_state(set(AdminState::Down)).await;
+    let text = format!("{answer:?}");
+    assert!(
+        text.contains("LinkedAuthorizationFailed") && text.contains(JOIN_SUBNET),
+        "the FAILED reason names the refusal: {text}"
+    );
+    let metric = format!(
+        "cutover_actuator_arm_access_refused_total{{load_balancer=\"kubernetes-internal\",code=\"LinkedAuthorizationFailed\",action=\"{JOIN_SUBNET}\"}} 1"
+    );
+    wait_until("the refusal in the metric", || {
+        let metric = metric.clone();
+        async move { http_get(admin, "/metrics").await.1.contains(&metric) }
+    })
+    .await;
+    let puts_after_refusal = puts(&sim, "kubernetes-internal");
+    assert_eq!(puts_after_refusal, 1);
+    // Asked again and again within the pause: no PUT goes out.
+    for _ in 0..3 {
+        let _ = client.set_node_admin_state(set(AdminState::None)).await;
+        let _ = client.set_node_admin_state(set(AdminState::Down)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        puts(&sim, "kubernetes-internal"),
+        puts_after_refusal,
+        "writes went out during the pause"
+    );
+    assert!(running.shutdown().await);
+}
