@@ -148,13 +148,8 @@ pub async fn run(args: &Args, env: &EnvOverrides) -> anyhow::Result<Report> {
     let lbs = crate::bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let survey = survey(&arm, &lbs).await;
     let mut report = classify::classify(&survey);
-    let access = permissions::check(
-        &arm,
-        &lbs,
-        args.write_strategy,
-        args.preflight_write_probe,
-    )
-    .await;
+    let access =
+        permissions::check(&arm, &lbs, args.write_strategy, args.preflight_write_probe).await;
     permissions::merge(&mut report, &access);
     Ok(report)
 }
