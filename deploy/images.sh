@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Builds the OCI image archives of both services from the release binaries, with buildah, from
 # scratch: no base image and no registry needed. Each image holds exactly the binary, the shared
-# libraries `ldd` names for it (and the dynamic loader), a CA bundle, and /etc/passwd and
-# /etc/group entries for uid/gid 65532; no shell. See deploy/README.md.
+# libraries `ldd` names for it (and the dynamic loader), a CA bundle, /etc/passwd and
+# /etc/group entries for uid/gid 65532, and its SBOM; no shell. See deploy/README.md.
+#
+# SBOM: deploy/sbom.py writes a CycloneDX 1.5 document of each image (the crates compiled into
+# the binary, from cargo metadata and Cargo.lock; the Debian packages of the libraries and CA
+# bundle copied from the build host) into the image at /usr/share/sbom/<binary>.cdx.json and
+# beside the archive as <out>/<binary>.cdx.json (docs/security.md).
 #
 # Usage: deploy/images.sh [--out DIR]        (default DIR: <cargo target dir>/images)
 #
@@ -21,12 +26,12 @@ out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=${2:?--out needs a directory}; shift 2 ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 
-for tool in buildah ldd tar sha256sum; do
+for tool in buildah ldd tar sha256sum python3; do
   command -v "$tool" >/dev/null || die "$tool not found (Debian: apt-get install buildah)"
 done
 
@@ -93,8 +98,17 @@ for i in "${!images[@]}"; do
 
   root=$work/$bin
   install -D -m 0755 "$binary" "$root/usr/local/bin/$bin"
-  while read -r lib; do place "$lib" "$root" 0755; done < <(libraries "$binary")
+  lib_args=()
+  while read -r lib; do
+    place "$lib" "$root" 0755
+    lib_args+=(--lib "$lib")
+  done < <(libraries "$binary")
   place /etc/ssl/certs/ca-certificates.crt "$root" 0644
+  mkdir -p "$root/usr/share/sbom"
+  SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH python3 deploy/sbom.py --bin "$bin" --image "$image" \
+    "${lib_args[@]}" --ca-bundle /etc/ssl/certs/ca-certificates.crt >"$root/usr/share/sbom/$bin.cdx.json"
+  chmod 0644 "$root/usr/share/sbom/$bin.cdx.json"
+  cp "$root/usr/share/sbom/$bin.cdx.json" "$out/$bin.cdx.json"
   printf 'nonroot:x:%s:%s:nonroot:/nonexistent:/usr/sbin/nologin\n' "$uid" "$gid" >"$root/etc/passwd"
   printf 'nonroot:x:%s:\n' "$gid" >"$root/etc/group"
   chmod 0644 "$root/etc/passwd" "$root/etc/group"

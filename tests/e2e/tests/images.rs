@@ -126,6 +126,49 @@ fn check_config(layout: &Layout, image: &ImageSpec, epoch: i64) {
     );
 }
 
+/// The image's CycloneDX SBOM (deploy/sbom.py): the binary, the crates compiled into it with
+/// purl, license and Cargo.lock's SHA-256, no dev-only crate, and a Debian package for each
+/// library copied in.
+fn check_sbom(rootfs: &Path, image: &ImageSpec, libraries: usize) {
+    let path = rootfs.join(format!("usr/share/sbom/{}.cdx.json", image.bin));
+    let bom: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(bom["bomFormat"], "CycloneDX");
+    assert_eq!(bom["specVersion"], "1.5");
+    assert_eq!(bom["metadata"]["component"]["name"], image.image);
+    assert_eq!(
+        bom["metadata"]["component"]["components"][0]["name"],
+        image.bin
+    );
+    let components = bom["components"].as_array().unwrap();
+    let named = |n: &str| components.iter().find(|c| c["name"] == n);
+    let tokio = named("tokio").expect("tokio is compiled in");
+    assert!(
+        tokio["purl"]
+            .as_str()
+            .unwrap()
+            .starts_with("pkg:cargo/tokio@")
+    );
+    assert_eq!(tokio["hashes"][0]["alg"], "SHA-256");
+    assert!(tokio["licenses"][0]["expression"].is_string());
+    for dev_only in ["kube-real", "kube-sim", "arm-sim", "proptest", "tempfile"] {
+        assert!(named(dev_only).is_none(), "{dev_only} is not in the binary");
+    }
+    let debs = components
+        .iter()
+        .filter(|c| {
+            c["purl"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("pkg:deb/"))
+        })
+        .count();
+    assert!(
+        debs >= 2 && debs <= libraries + 1,
+        "{}: {debs} Debian packages for {libraries} libraries and the CA bundle",
+        image.image
+    );
+    assert!(named("ca-certificates").is_some());
+}
+
 /// The root filesystem holds exactly what the binary needs, owned by root, not writable by
 /// the service's user, with no shell.
 fn check_rootfs(bundle: &Bundle, image: &ImageSpec) {
@@ -136,11 +179,14 @@ fn check_rootfs(bundle: &Bundle, image: &ImageSpec) {
         "etc/passwd".into(),
         "etc/group".into(),
         "etc/ssl/certs/ca-certificates.crt".into(),
+        format!("usr/share/sbom/{}.cdx.json", image.bin),
     ]
     .into();
-    for lib in images::ldd(&rootfs.join(&binary)).unwrap() {
+    let libs = images::ldd(&rootfs.join(&binary)).unwrap();
+    for lib in &libs {
         expected.insert(lib.trim_start_matches('/').to_string());
     }
+    check_sbom(rootfs, image, libs.len());
     let tree = images::tree(rootfs).unwrap();
     let files: BTreeSet<String> = tree
         .iter()
