@@ -122,6 +122,44 @@ impl Default for Unknowns {
     }
 }
 
+impl Unknowns {
+    /// Set one unknown by its field name (`dataplane_bench --unknowns k=v,...`, the form the
+    /// real-Azure kit prints).
+    pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let b = || -> anyhow::Result<bool> { Ok(value.parse()?) };
+        let f = || -> anyhow::Result<f64> { Ok(value.parse()?) };
+        match key {
+            "admin_apply_lag_max" => self.admin_apply_lag_max = f()?,
+            "apply_before_lro" => self.apply_before_lro = b()?,
+            "probe_reaction_max" => self.probe_reaction_max = f()?,
+            "flap_window" => self.flap_window = f()?,
+            "flap_hold" => self.flap_hold = f()?,
+            "removed_member_flows" => {
+                self.removed_member_flows = match value {
+                    "keep" => RemovedMemberFlows::Keep,
+                    "blackhole" => RemovedMemberFlows::Blackhole,
+                    "reset" => RemovedMemberFlows::Reset,
+                    o => anyhow::bail!("removed_member_flows: keep, blackhole or reset, not {o}"),
+                }
+            }
+            "pin_half_open" => self.pin_half_open = b()?,
+            "all_probed_up_overrides_down" => self.all_probed_up_overrides_down = b()?,
+            "no_healthy_all_probed_up" => self.no_healthy_all_probed_up = b()?,
+            "none_requires_fresh_up" => self.none_requires_fresh_up = b()?,
+            "single_member_all_down_kills" => self.single_member_all_down_kills = b()?,
+            "idle_inbound_only" => self.idle_inbound_only = b()?,
+            "orphan_packet_reset" => self.orphan_packet_reset = b()?,
+            "muxes" => self.muxes = value.parse()?,
+            "down_resets_established" => self.down_resets_established = b()?,
+            "down_affects_outbound" => self.down_affects_outbound = b()?,
+            "graceful_delete_resets" => self.graceful_delete_resets = b()?,
+            "untracked_fraction" => self.untracked_fraction = f()?,
+            o => anyhow::bail!("unknown parameter {o}"),
+        }
+        Ok(())
+    }
+}
+
 /// The documented probe and flow parameters (contract 2, 3, 6.4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LbParams {

@@ -52,6 +52,9 @@ struct Cli {
     /// U12 second pass: `Down` resets established flows.
     #[arg(long)]
     down_resets_established: bool,
+    /// Unknowns of the contract's section 7 as `name=value,...` (what azure-kit/analyze.py prints).
+    #[arg(long, default_value = "")]
+    unknowns: String,
     /// Also print every row's failures by kind and cause.
     #[arg(long)]
     causes: bool,
@@ -186,6 +189,12 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
                 sc.clients.new_per_sec = cli.rate;
                 sc.timings.arm_operation = arm;
                 sc.unknowns.down_resets_established = cli.down_resets_established;
+                for kv in cli.unknowns.split(',').filter(|kv| !kv.trim().is_empty()) {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| anyhow::anyhow!("--unknowns: name=value, not {kv}"))?;
+                    sc.unknowns.set(k.trim(), v.trim())?;
+                }
                 cells.push(sc);
             }
         }
