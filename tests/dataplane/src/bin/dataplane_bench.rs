@@ -37,7 +37,7 @@ struct Cli {
     /// First seed of the real-time cells.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Real-time runs per cell (seeds seed, seed+1, ...), averaged.
+    /// Real-time runs per cell (each cell and run its own seed, derived from --seed), averaged.
     #[arg(long, default_value_t = 1)]
     runs: u64,
     /// cutover's ARM operation, "MIN,MAX" seconds (contract: NRP 10-20 s; arm-sim's default 2).
@@ -279,7 +279,8 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
             let exe = exe.clone();
             let sem = sem.clone();
             let real = realisation.clone();
-            let seed = cli.seed + run;
+            // A seed per cell and run: cells must not share their probe phases.
+            let seed = cli.seed * 1_000_003 + run * 1_000 + i as u64;
             tasks.push(tokio::spawn(async move {
                 let _permit = sem.acquire_owned().await;
                 let r = match real.as_str() {
@@ -306,7 +307,7 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
         render_table(
             &rows,
             &format!(
-                "{realisation} (real time, {} run(s) per cell, seeds from {})",
+                "{realisation} (real time, {} run(s) per cell, base seed {})",
                 cli.runs.max(1),
                 cli.seed
             )
