@@ -91,6 +91,33 @@ fn flags(c: &Container) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Issue 29 item 2: the actuator's rendered arguments pass its own start-up check as mutual
+/// TLS (not plaintext), with allow-lists that are exact SAN identities: the client identities
+/// the Secrets' certificates must carry as SANs (deploy/README.md section 4).
+fn actuator_serves_mutual_tls(c: &Container, overlay: &str) {
+    use actuator_svc::config::cli::{Args, Serving};
+    use actuator_svc::identity::Allowed;
+    let mut argv = vec!["actuator-svc".to_string()];
+    argv.extend(c.args.clone().unwrap_or_default());
+    let args = <Args as clap::Parser>::try_parse_from(argv)
+        .unwrap_or_else(|e| panic!("{overlay}: actuator-svc refuses its arguments: {e}"));
+    match args.serving() {
+        Ok(Serving::Mtls { signal, tool, .. }) => {
+            assert_eq!(
+                signal,
+                vec![Allowed::Dns("signal-svc.cutover.svc".into())],
+                "{overlay}"
+            );
+            assert_eq!(
+                tool,
+                vec![Allowed::Dns("cutoverctl.cutover.svc".into())],
+                "{overlay}"
+            );
+        }
+        other => panic!("{overlay}: the actuator does not serve mutual TLS: {other:?}"),
+    }
+}
+
 fn port_of(addr: &str) -> i32 {
     addr.rsplit_once(':').unwrap().1.parse().unwrap()
 }
@@ -372,6 +399,13 @@ fn every_overlay_renders_into_typed_objects_that_agree_with_the_binaries() {
             "{overlay}: mTLS"
         );
         assert!(af.contains_key("signal-clients") && af.contains_key("tool-clients"));
+        actuator_serves_mutual_tls(&pod(&actuator).containers[0], overlay);
+        for c in [&pod(&signal).containers[0], &pod(&actuator).containers[0]] {
+            assert!(
+                !flags(c).contains_key("insecure-plaintext"),
+                "{overlay}: plaintext in a deployment"
+            );
+        }
 
         // Replicas: a leader and a standby; several actuators in production.
         let replicas = |d: &Deployment| d.spec.replicas.unwrap_or(1);

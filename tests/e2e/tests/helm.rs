@@ -101,10 +101,11 @@ fn flag(docs: &[Value], deployment: &str, flag: &str) -> Option<String> {
 }
 
 /// Kinds whose CRDs (Prometheus Operator, cert-manager) a plain cluster does not serve.
-const CRD_KINDS: [(&str, &str); 3] = [
+const CRD_KINDS: [(&str, &str); 4] = [
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("cert-manager.io/v1", "Certificate"),
+    ("cert-manager.io/v1", "Issuer"),
 ];
 
 fn is_crd_kind(doc: &Value) -> bool {
@@ -177,6 +178,7 @@ fn chart_lints_and_every_variant_renders_typed_objects() {
         let docs = helm::template(&files, &set).unwrap();
         assert!(docs.len() >= 11, "{name}: {} objects", docs.len());
         signal_svc_accepts(&docs).unwrap_or_else(|e| panic!("{name}: signal-svc refuses: {e}"));
+        actuator_serves_mutual_tls(&docs).unwrap_or_else(|e| panic!("{name}: {e}"));
         for doc in &docs {
             check_typed(doc);
             let labels = &doc["metadata"]["labels"];
@@ -210,7 +212,14 @@ fn chart_lints_and_every_variant_renders_typed_objects() {
     refused(&["signal.extraArgs={dry-run}"], "extraArgs");
     refused(&["image.digest=latest"], "digest");
     refused(&["tls.source=vault"], "tls/source");
-    refused(&["tls.source=certManager"], "issuerRef.name");
+    refused(
+        &[
+            "tls.source=certManager",
+            "tls.certManager.issuerRef.kind=ClusterIssuer",
+        ],
+        "issuerRef.name",
+    );
+    refused(&["tls.toolSecretName="], "toolSecretName");
     refused(&["azureJson.create=true"], "azureJson.config");
     refused(
         &["actuator.podDisruptionBudget.minAvailable=1"],
@@ -315,6 +324,19 @@ fn signal_svc_accepts(docs: &[Value]) -> Result<(), String> {
         .validate()
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// actuator-svc's own start-up check of the rendered transport flags: mutual TLS with
+/// allow-lists of exact SAN identities, never plaintext (issue 29 item 2).
+fn actuator_serves_mutual_tls(docs: &[Value]) -> Result<(), String> {
+    use actuator_svc::config::cli::{Args, Serving};
+    let mut argv = vec!["actuator-svc".to_string()];
+    argv.extend(args(docs, "actuator-svc"));
+    let parsed = <Args as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+    match parsed.serving()? {
+        Serving::Mtls { signal, tool, .. } if !signal.is_empty() && !tool.is_empty() => Ok(()),
+        other => Err(format!("actuator-svc would serve {other:?}")),
+    }
 }
 
 /// The chart value of each timing flag signal-svc validates.
@@ -782,14 +804,25 @@ fn variants_do_what_their_values_say() {
     };
     let actuator_cert = cert(&tls_secret("actuator-svc"));
     let signal_cert = cert(&tls_secret("signal-svc"));
+    // The serving name signal-svc verifies is a DNS SAN; the client identities the actuator
+    // admits are URI SANs; no CN anywhere.
     assert_eq!(
         actuator_cert["spec"]["dnsNames"],
         serde_json::json!([flag(&docs, "signal-svc", "tls-server-name").unwrap()])
     );
     assert_eq!(
-        signal_cert["spec"]["dnsNames"],
+        actuator_cert["spec"]["uris"],
+        serde_json::json!(["spiffe://cluster.local/ns/cutover/sa/actuator-svc"])
+    );
+    assert_eq!(
+        signal_cert["spec"]["uris"],
         serde_json::json!([flag(&docs, "actuator-svc", "signal-clients").unwrap()])
     );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "signal-clients").as_deref(),
+        Some("spiffe://cluster.local/ns/cutover/sa/signal-svc")
+    );
+    assert!(signal_cert["spec"]["dnsNames"].is_null());
     assert!(
         actuator_cert["spec"]["usages"]
             .to_string()
@@ -801,8 +834,9 @@ fn variants_do_what_their_values_say() {
             .contains("client auth")
     );
     for c in [&actuator_cert, &signal_cert] {
+        assert!(c["spec"]["commonName"].is_null(), "{c}");
         assert_eq!(c["spec"]["issuerRef"]["name"], "cutover-ca");
-        assert_eq!(c["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+        assert_eq!(c["spec"]["issuerRef"]["kind"], "Issuer");
     }
     let azure_volume = pod_spec(&docs, "actuator-svc")["volumes"]
         .as_array()
@@ -863,7 +897,9 @@ fn variants_do_what_their_values_say() {
     );
     assert_eq!(
         flag(&docs, "actuator-svc", "tool-clients").as_deref(),
-        Some("cutoverctl.cutover.svc,oncall.cutover.svc")
+        Some(
+            "spiffe://cluster.local/ns/cutover/sa/cutoverctl,spiffe://cluster.local/ns/cutover/sa/oncall"
+        )
     );
     assert_eq!(
         flag(&docs, "actuator-svc", "max-down-share").as_deref(),
@@ -884,6 +920,203 @@ fn variants_do_what_their_values_say() {
     assert_eq!(
         pdb["spec"],
         serde_json::json!({"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "actuator-svc"}}})
+    );
+}
+
+/// The cert-manager objects of a rendering: (kind, name) -> document.
+fn cert_manager_objects(docs: &[Value]) -> BTreeMap<(String, String), Value> {
+    docs.iter()
+        .filter(|d| {
+            d["apiVersion"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("cert-manager.io/"))
+        })
+        .map(|d| (key(d), d.clone()))
+        .collect()
+}
+
+/// Issue 29 item 2: cert-manager mode mints identities only from a CA of the release's own
+/// namespace unless an issuer is named (a ClusterIssuer only then), issues URI SAN identities
+/// that are exactly what the services admit, and a cutoverctl client certificate.
+#[test]
+fn cert_manager_mode_creates_a_namespaced_ca_and_the_identities_the_services_admit() {
+    let owned = |k: &str, n: &str| (k.to_string(), n.to_string());
+    // Defaults of the mode: the chart's own CA, namespaced; never a ClusterIssuer.
+    let docs = render_defaults(&["tls.source=certManager"]).unwrap();
+    let cm = cert_manager_objects(&docs);
+    assert_eq!(
+        cm.keys().cloned().collect::<Vec<_>>(),
+        vec![
+            owned("Certificate", "actuator-svc"),
+            owned("Certificate", "cutover-ca"),
+            owned("Certificate", "cutoverctl"),
+            owned("Certificate", "signal-svc"),
+            owned("Issuer", "cutover-ca"),
+            owned("Issuer", "cutover-selfsigned"),
+        ]
+    );
+    for d in cm.values() {
+        assert_eq!(d["metadata"]["namespace"], NAMESPACE, "{d}");
+    }
+    assert_eq!(
+        cm[&owned("Issuer", "cutover-selfsigned")]["spec"],
+        serde_json::json!({"selfSigned": {}})
+    );
+    let ca = &cm[&owned("Certificate", "cutover-ca")]["spec"];
+    assert_eq!(ca["isCA"], true);
+    assert_eq!(ca["issuerRef"]["name"], "cutover-selfsigned");
+    assert_eq!(ca["issuerRef"]["kind"], "Issuer");
+    assert_eq!(
+        ca["privateKey"]["rotationPolicy"], "Never",
+        "trust survives a renewal"
+    );
+    assert_eq!(
+        cm[&owned("Issuer", "cutover-ca")]["spec"]["ca"]["secretName"],
+        ca["secretName"]
+    );
+    let leaf = |n: &str| cm[&owned("Certificate", n)]["spec"].clone();
+    for n in ["actuator-svc", "signal-svc", "cutoverctl"] {
+        let spec = leaf(n);
+        assert_eq!(
+            spec["issuerRef"],
+            serde_json::json!({"name": "cutover-ca", "kind": "Issuer", "group": "cert-manager.io"}),
+            "{n}"
+        );
+        assert!(
+            spec["commonName"].is_null(),
+            "{n}: no CN, identities are SANs"
+        );
+        assert_eq!(spec["isCA"], Value::Null, "{n}");
+    }
+    // The identities are the ServiceAccounts' SPIFFE-style URIs, and the allow-lists name
+    // exactly them; the serving certificate also carries the DNS name signal-svc verifies.
+    let uri = |sa: &str| format!("spiffe://cluster.local/ns/{NAMESPACE}/sa/{sa}");
+    assert_eq!(
+        leaf("signal-svc")["uris"],
+        serde_json::json!([uri("signal-svc")])
+    );
+    assert_eq!(
+        leaf("cutoverctl")["uris"],
+        serde_json::json!([uri("cutoverctl")])
+    );
+    assert_eq!(
+        leaf("actuator-svc")["uris"],
+        serde_json::json!([uri("actuator-svc")])
+    );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "signal-clients"),
+        Some(uri("signal-svc"))
+    );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "tool-clients"),
+        Some(uri("cutoverctl"))
+    );
+    assert_eq!(
+        leaf("actuator-svc")["dnsNames"],
+        serde_json::json!([flag(&docs, "signal-svc", "tls-server-name").unwrap()])
+    );
+    assert!(
+        leaf("actuator-svc")["usages"]
+            .to_string()
+            .contains("server auth")
+    );
+    for n in ["signal-svc", "cutoverctl"] {
+        assert!(leaf(n)["usages"].to_string().contains("client auth"), "{n}");
+        assert!(leaf(n)["dnsNames"].is_null(), "{n}");
+    }
+    // Each Secret is the one its consumer mounts (cutoverctl's is for the operator).
+    for (d, secret) in [
+        ("actuator-svc", "actuator-svc-tls"),
+        ("signal-svc", "signal-svc-tls"),
+    ] {
+        assert_eq!(leaf(d)["secretName"], secret);
+        let volumes = pod_spec(&docs, d)["volumes"].to_string();
+        assert!(volumes.contains(secret), "{d}: {volumes}");
+    }
+    assert_eq!(leaf("cutoverctl")["secretName"], "cutoverctl-tls");
+
+    // The cluster domain and the ServiceAccount names are in the identities.
+    let docs = render_defaults(&[
+        "tls.source=certManager",
+        "clusterDomain=corp.example",
+        "signal.serviceAccount.name=cutover-signal",
+        "tls.toolSecretName=ops-cutoverctl",
+    ])
+    .unwrap();
+    let cm = cert_manager_objects(&docs);
+    let spiffe = "spiffe://corp.example/ns/cutover/sa";
+    assert_eq!(
+        cm[&owned("Certificate", "signal-svc")]["spec"]["uris"],
+        serde_json::json!([format!("{spiffe}/cutover-signal")])
+    );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "signal-clients"),
+        Some(format!("{spiffe}/cutover-signal"))
+    );
+    assert_eq!(
+        cm[&owned("Certificate", "cutoverctl")]["spec"]["secretName"],
+        "ops-cutoverctl"
+    );
+
+    // A named ClusterIssuer: used for every certificate, and no CA of the chart's own.
+    let docs = render_defaults(&[
+        "tls.source=certManager",
+        "tls.certManager.issuerRef.name=corp-ca",
+        "tls.certManager.issuerRef.kind=ClusterIssuer",
+    ])
+    .unwrap();
+    let cm = cert_manager_objects(&docs);
+    assert_eq!(
+        cm.keys().cloned().collect::<Vec<_>>(),
+        vec![
+            owned("Certificate", "actuator-svc"),
+            owned("Certificate", "cutoverctl"),
+            owned("Certificate", "signal-svc"),
+        ]
+    );
+    for d in cm.values() {
+        assert_eq!(d["spec"]["issuerRef"]["name"], "corp-ca");
+        assert_eq!(d["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+    }
+    // A named Issuer of the namespace; no cutoverctl certificate when not wanted; the
+    // allow-lists replaced by values.
+    let docs = render_defaults(&[
+        "tls.source=certManager",
+        "tls.certManager.issuerRef.name=team-ca",
+        "tls.certManager.toolCertificate=false",
+        "actuator.signalClients={spiffe://cluster.local/ns/cutover/sa/signal-svc,signal-svc.cutover.svc}",
+    ])
+    .unwrap();
+    let cm = cert_manager_objects(&docs);
+    assert!(!cm.contains_key(&owned("Certificate", "cutoverctl")));
+    assert!(!cm.contains_key(&owned("Issuer", "cutover-ca")));
+    assert_eq!(
+        cm[&owned("Certificate", "signal-svc")]["spec"]["issuerRef"]["kind"],
+        "Issuer"
+    );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "signal-clients").as_deref(),
+        Some("spiffe://cluster.local/ns/cutover/sa/signal-svc,signal-svc.cutover.svc")
+    );
+    // A ClusterIssuer is never assumed: the kind without a name is refused.
+    let err = render_defaults(&[
+        "tls.source=certManager",
+        "tls.certManager.issuerRef.kind=ClusterIssuer",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("tls.certManager.issuerRef.name"), "{err}");
+    // existingSecrets (the default) renders no cert-manager object and DNS identities, as
+    // deploy/base.
+    let docs = render_defaults(&[]).unwrap();
+    assert!(cert_manager_objects(&docs).is_empty());
+    assert_eq!(
+        flag(&docs, "actuator-svc", "signal-clients").as_deref(),
+        Some("signal-svc.cutover.svc")
+    );
+    assert_eq!(
+        flag(&docs, "actuator-svc", "tool-clients").as_deref(),
+        Some("cutoverctl.cutover.svc")
     );
 }
 
@@ -1115,7 +1348,7 @@ async fn every_variant_applies_to_a_real_api_server() {
     }
     assert_eq!(
         skipped,
-        ["Certificate", "PrometheusRule", "ServiceMonitor"]
+        ["Certificate", "Issuer", "PrometheusRule", "ServiceMonitor"]
             .map(String::from)
             .into(),
     );
@@ -1245,8 +1478,10 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
             "admin-listen",
             &format!("127.0.0.1:{admin_port}"),
         );
-        // Azure's endpoints are arm-sim here.
+        // Azure's endpoints are arm-sim here. The authority too: azure.json's `cloud`
+        // (AzurePublicCloud) beats the webhook's AZURE_AUTHORITY_HOST, as in cloud-provider-azure.
         args.push(format!("--arm-endpoint={}", arm.url()));
+        args.push(format!("--aad-authority={}", arm.aad_authority()));
         let mut spec = procs::Spec::new(&pod.pod, bins::path("actuator-svc").unwrap()).args(args);
         for (k, v) in &pod.env {
             spec = spec.env(k, v.clone());

@@ -25,14 +25,42 @@ here controls, and it would run with signal-svc's Node rights and the actuator's
 {{- end -}}
 {{- end }}
 
-{{/* DNS identities in the certificates. */}}
+{{/* Identities in the certificates: certificate SANs, matched exactly by the services.
+The serving DNS name is the actuator Service's, in every mode; the client identities are DNS
+names with existingSecrets (as deploy/base) and SPIFFE-style URIs with certManager. */}}
 {{- define "cutover.actuatorName" -}}actuator-svc.{{ .Release.Namespace }}.svc{{- end }}
-{{- define "cutover.signalName" -}}signal-svc.{{ .Release.Namespace }}.svc{{- end }}
+{{- define "cutover.spiffe" -}}
+{{- $root := index . 0 -}}
+spiffe://{{ $root.Values.clusterDomain }}/ns/{{ $root.Release.Namespace }}/sa/{{ index . 1 }}
+{{- end }}
+{{- define "cutover.certManager" -}}{{ if eq .Values.tls.source "certManager" }}true{{ end }}{{- end }}
+{{- define "cutover.actuatorUri" -}}{{ include "cutover.spiffe" (list . (include "cutover.actuatorServiceAccount" .)) }}{{- end }}
+{{- define "cutover.signalName" -}}
+{{- if include "cutover.certManager" . -}}
+{{ include "cutover.spiffe" (list . (include "cutover.signalServiceAccount" .)) }}
+{{- else -}}
+signal-svc.{{ .Release.Namespace }}.svc
+{{- end -}}
+{{- end }}
+{{- define "cutover.toolName" -}}
+{{- if include "cutover.certManager" . -}}
+{{ include "cutover.spiffe" (list . "cutoverctl") }}
+{{- else -}}
+cutoverctl.{{ .Release.Namespace }}.svc
+{{- end -}}
+{{- end }}
+{{- define "cutover.signalClients" -}}
+{{- if .Values.actuator.signalClients -}}
+{{ join "," .Values.actuator.signalClients }}
+{{- else -}}
+{{ include "cutover.signalName" . }}
+{{- end -}}
+{{- end }}
 {{- define "cutover.toolClients" -}}
 {{- if .Values.actuator.toolClients -}}
 {{ join "," .Values.actuator.toolClients }}
 {{- else -}}
-cutoverctl.{{ .Release.Namespace }}.svc
+{{ include "cutover.toolName" . }}
 {{- end -}}
 {{- end }}
 
