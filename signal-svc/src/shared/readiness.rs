@@ -31,7 +31,7 @@ impl Shared {
     }
 
     /// Resolves once the node watch has finished a full list, and one begun after the last
-    /// [`Shared::want_fresh_node_list`] (a leader never streams before: a partial list would
+    /// `want_fresh_node_list` (a leader never streams before: a partial list would
     /// assert a partial desired state, an old one a stale one).
     pub async fn nodes_synced(&self) {
         let mut rx = self.node_list.subscribe();

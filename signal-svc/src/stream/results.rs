@@ -1,6 +1,6 @@
 //! Actuator results: metrics and Node events, only for the current version of a node, each
 //! phase once per version (a resync re-sends the same version; it must not repeat events).
-//! Several replicas each cover their load balancers; [`Coverage`] combines them.
+//! Several replicas each cover their load balancers; [`Coverage`](crate::core::coverage::Coverage) combines them.
 
 use crate::core::coverage::Reached;
 use crate::shared::Shared;
