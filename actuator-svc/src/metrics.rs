@@ -36,6 +36,7 @@ pub struct Metrics {
     results_resent: Counter,
     operations_failed: Family<Labels, Counter>,
     bodies_too_large: Family<Labels, Counter>,
+    per_pool_fallbacks: Family<Labels, Counter>,
     queue_depth: Family<Labels, Gauge>,
     results: Family<Labels, Counter>,
     owned: Family<Labels, Gauge>,
@@ -146,6 +147,12 @@ impl Metrics {
             "Writes refused before sending because even the minimal body exceeds ARM's 4 MB request limit, by load balancer and operation",
             bodies_too_large.clone(),
         );
+        let per_pool_fallbacks = Family::<Labels, Counter>::default();
+        registry.register(
+            "per_pool_fallbacks",
+            "Whole-LB writes sent as per-pool PUTs instead because the whole-LB body exceeds ARM's 4 MB request limit, by load balancer",
+            per_pool_fallbacks.clone(),
+        );
         let drift_repaired = Counter::default();
         registry.register(
             "drift_repaired",
@@ -243,6 +250,7 @@ impl Metrics {
             results_resent,
             operations_failed,
             bodies_too_large,
+            per_pool_fallbacks,
             queue_depth,
             results,
             owned,
@@ -352,6 +360,12 @@ impl Metrics {
     pub fn body_too_large(&self, lb: &str, op: &str) {
         self.bodies_too_large
             .get_or_create(&labels(&[("load_balancer", lb), ("op", op)]))
+            .inc();
+    }
+    /// A whole-LB write sent pool by pool because the whole body is over ARM's request limit.
+    pub fn per_pool_fallback(&self, lb: &str) {
+        self.per_pool_fallbacks
+            .get_or_create(&labels(&[("load_balancer", lb)]))
             .inc();
     }
     pub fn drift(&self, entries: usize) {

@@ -1,5 +1,7 @@
 //! The writer's write side: one PUT of the whole LB or one per changed pool, each body
-//! spliced from the base's bytes, each followed by tracking its operation to the end.
+//! spliced from the base's bytes, each followed by tracking its operation to the end. A
+//! whole-LB body over ARM's 4 MB request limit is written as per-pool PUTs instead; only a
+//! pool body itself over the limit is refused.
 
 use super::{Writer, outcome};
 use crate::arm::{ArmError, PutAccepted};
@@ -58,7 +60,23 @@ impl Writer {
                 message: e.to_string(),
             })
         })?;
-        self.fits("put_lb", self.lb.clone(), body.len())?;
+        if body.len() > splice::MAX_REQUEST_BODY {
+            // ARM would refuse it (413): the same edits go out pool by pool, each pool body
+            // checked against the limit on its own, with the per-pool path's If-Match and
+            // operation tracking.
+            let size = body.len();
+            drop(body);
+            self.base = Some(base);
+            self.fall_back_to_pools(size);
+            return self.write_pools(plan, changed, ids).await;
+        }
+        if std::mem::take(&mut self.pool_fallback) {
+            tracing::info!(
+                size = body.len(),
+                limit = splice::MAX_REQUEST_BODY,
+                "the whole-LB body fits ARM's request limit again; writing the whole load balancer"
+            );
+        }
         self.written_at = Some(Instant::now());
         let id = ids.of("");
         let put = self
@@ -129,9 +147,22 @@ impl Writer {
 }
 
 impl Writer {
-    /// Refuses, before sending, a body ARM would refuse for its size: FAILED (not retried)
-    /// with the reason, and a metric. Bodies carry no read-only fields, so this is the
-    /// minimal body (about 1 MB for a 5,000-node dual-stack LB).
+    /// Counts a whole-LB write sent pool by pool, and says so once when it starts.
+    fn fall_back_to_pools(&mut self, size: usize) {
+        self.metrics.per_pool_fallback(&self.lb);
+        if !std::mem::replace(&mut self.pool_fallback, true) {
+            tracing::warn!(
+                size,
+                limit = splice::MAX_REQUEST_BODY,
+                "the whole-LB body is over ARM's 4 MB request limit even without read-only fields; writing this load balancer with one PUT per changed pool until it fits again"
+            );
+        }
+    }
+
+    /// Refuses, before sending, a pool body ARM would refuse for its size: FAILED (not
+    /// retried) with the reason, and a metric. Bodies carry no read-only fields, so this is
+    /// the minimal body (a whole-LB body is about 1 MB for a 5,000-node dual-stack LB; one
+    /// over the limit never gets here, `write_whole` writes it pool by pool).
     #[allow(clippy::result_large_err)] // like `classify`
     fn fits(&self, op: &'static str, resource: String, size: usize) -> Result<(), WriteError> {
         if size <= splice::MAX_REQUEST_BODY {

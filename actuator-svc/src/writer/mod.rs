@@ -10,7 +10,8 @@
 //! 3. **plan** (`plan`, pure) the *current* asserted set against the read: everything that
 //!    arrived while the last write was in flight coalesces into this one write;
 //! 4. **report** what needs no write (`outcome`);
-//! 5. **write** (`execute`): one PUT with `If-Match` spliced from the read, report ACCEPTED;
+//! 5. **write** (`execute`): one PUT with `If-Match` spliced from the read, report ACCEPTED
+//!    (a whole-LB body over ARM's 4 MB limit goes out as per-pool PUTs instead);
 //! 6. **track**: read the LB until the operation ends; that read is the base of step 3 again,
 //!    so the next write goes out the moment the previous one ended.
 //!
@@ -112,6 +113,9 @@ pub struct Writer {
     reported: not_written::Reported,
     /// After a write refused for access (403): no write before the pause ends.
     access: refused::AccessPause,
+    /// The whole-LB body was over ARM's request limit at the last whole-LB write, which went
+    /// out pool by pool (logged once when it starts and once when it ends).
+    pool_fallback: bool,
 }
 
 /// The least pause after a write given up (lock conflicts or 412s beyond their bound): the
@@ -154,6 +158,7 @@ impl Writer {
             written_at: None,
             reported: Default::default(),
             access: Default::default(),
+            pool_fallback: false,
         }
     }
 

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod arm_faults;
+mod body_limit;
 mod common;
 mod edge;
 mod faults;

@@ -1,7 +1,6 @@
 //! What a write sends (issue 20): the next write's `If-Match` comes from a read after the
 //! operation ended, never from a PUT's answer (arm-sim changes the etag again at the end, as
-//! ARM does, so such an `If-Match` would get 412); and a write whose minimal body is over
-//! ARM's 4 MB limit is never sent: FAILED with the reason, and a metric.
+//! ARM does, so such an `If-Match` would get 412). Bodies over ARM's 4 MB limit: `body_limit.rs`.
 
 use crate::common::*;
 use cutover_proto::v1::*;
@@ -47,52 +46,6 @@ async fn if_match_comes_from_a_read_after_the_operation_ended() {
         a.running.shutdown().await;
         sim.shutdown().await;
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_over_4_mb_is_not_sent_and_fails_with_the_reason() {
-    let (sim, cluster) = start_sim("aks-ip").await;
-    // Make the LB's minimal body larger than ARM accepts: two pools each carry a large
-    // writable property (each pool PUT stays under the limit, so the simulator takes them).
-    let pad = serde_json::json!("x".repeat(2_300_000));
-    for pool in ["kubernetes", "kubernetes-IPv6"] {
-        sim.outside_pool_property("kubernetes", pool, "padding", pad.clone())
-            .unwrap();
-    }
-    let mut a = start_actuator(&sim, &cluster, &["--write-strategy", "whole-lb"]).await;
-    let puts_before = puts(&sim, "kubernetes");
-    let node = &cluster.nodes[3];
-    let rsp = a
-        .client
-        .set_node_admin_state(set_req(node, AdminState::Down, WaitFor::Effective))
-        .await
-        .unwrap()
-        .into_inner();
-    let result = rsp.result.unwrap();
-    assert_eq!(phase(&result), ResultPhase::Failed, "{result:?}");
-    assert!(
-        result.reason.contains("over ARM's 4 MB request limit"),
-        "{}",
-        result.reason
-    );
-    assert!(!result.will_retry, "{result:?}");
-    assert_eq!(
-        puts(&sim, "kubernetes"),
-        puts_before,
-        "the oversize body was not sent"
-    );
-    let (_, metrics) = http_get(a.running.admin_addr, "/metrics").await;
-    assert!(
-        metrics.lines().any(
-            |l| l.starts_with("cutover_actuator_bodies_too_large_total{")
-                && l.contains("load_balancer=\"kubernetes\"")
-                && l.contains("op=\"put_lb\"")
-                && !l.ends_with(" 0")
-        ),
-        "{metrics}"
-    );
-    a.running.shutdown().await;
-    sim.shutdown().await;
 }
 
 /// The base kept between rounds is the compact document (read-only members dropped), so it
