@@ -37,7 +37,8 @@ pub fn managed_lbs(cfg: &AzureConfig, cluster_name: &str) -> Vec<String> {
 /// What the config files and flags say, validated.
 pub(crate) struct Loaded {
     pub(crate) cfg: AzureConfig,
-    authority: url::Url,
+    /// ARM endpoint, authority and token scope (azure.json's `cloud`, the flags).
+    cloud: crate::config::cloud::Cloud,
     /// The HTTPS client of every Azure call (tokens and ARM).
     http: Transport,
 }
@@ -48,21 +49,22 @@ pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
     let cfg = azure_json::parse(&text, &args.cluster_name, env)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let authority = args
-        .authority()
+    let overrides = crate::config::cloud::Overrides {
+        arm_endpoint: args.arm_endpoint.clone(),
+        authority: args.aad_authority.clone(),
+        token_scope: args.arm_token_scope.clone(),
+    };
+    let cloud = crate::config::cloud::from_process(&text, &overrides)
         .map_err(anyhow::Error::msg)
-        .context("--aad-authority")?;
+        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
+    tracing::info!(cloud = %cloud.name, arm_endpoint = %cloud.arm_endpoint, authority = %cloud.authority, token_scope = %cloud.token_scope, "Azure cloud");
     let extra_roots = match &args.azure_ca_file {
         Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
         None => Vec::new(),
     };
     let http = Transport::new(&extra_roots).context("HTTPS client")?;
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
-    Ok(Loaded {
-        cfg,
-        authority,
-        http,
-    })
+    Ok(Loaded { cfg, cloud, http })
 }
 
 /// The service's step 1b (not the preflight's, which serves nothing): how gRPC is served. Mutual
@@ -122,11 +124,12 @@ pub(crate) fn arm_client(
     loaded: &Loaded,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<(ArmClient, Limits)> {
-    let (cfg, authority) = (&loaded.cfg, &loaded.authority);
+    let (cfg, authority) = (&loaded.cfg, &loaded.cloud.authority);
+    let endpoint = &loaded.cloud.arm_endpoint;
     // The bearer token goes over https only (plain http on loopback): refused at start-up.
-    crate::arm::client::endpoint_allowed(&args.arm_endpoint)
+    crate::arm::client::endpoint_allowed(endpoint)
         .map_err(anyhow::Error::msg)
-        .with_context(|| format!("--arm-endpoint {}", args.arm_endpoint))?;
+        .with_context(|| format!("--arm-endpoint {endpoint}"))?;
     let http = loaded.http.clone();
     let credential = credentials::build(
         &cfg.credential,
@@ -164,7 +167,7 @@ pub(crate) fn arm_client(
         http,
         credential,
         Scope {
-            endpoint: args.arm_endpoint.clone(),
+            endpoint: endpoint.clone(),
             subscription_id: cfg.subscription_id.clone(),
             lb_resource_group: cfg.load_balancer_resource_group.clone(),
             node_resource_group: cfg.resource_group.clone(),
@@ -173,7 +176,8 @@ pub(crate) fn arm_client(
         metrics,
         args.arm_timeout,
     )
-    .with_body_budget(args.lb_read_budget);
+    .with_body_budget(args.lb_read_budget)
+    .with_token_scope(&loaded.cloud.token_scope);
     Ok((arm, read))
 }
 

@@ -31,7 +31,7 @@ use url::Url;
 
 /// The api-version of every call (the one `azure_mgmt_network` 0.21 `package-2024-03` uses).
 pub const API_VERSION: &str = "2024-03-01";
-/// The token scope for ARM, whatever endpoint we talk to.
+/// The public cloud's token scope for ARM (another cloud's: [`ArmClient::with_token_scope`]).
 pub const SCOPE: &str = "https://management.azure.com/.default";
 
 /// A PUT that ARM accepted.
@@ -77,6 +77,8 @@ pub struct ArmClient {
     metrics: Arc<Metrics>,
     timeout: Duration,
     bodies: BodyBudget,
+    /// The token scope for ARM (the configured cloud's, `config::cloud`).
+    token_scope: Arc<str>,
 }
 
 impl std::fmt::Debug for ArmClient {
@@ -193,7 +195,14 @@ impl ArmClient {
             metrics,
             timeout,
             bodies: BodyBudget::new(DEFAULT_BODY_BUDGET),
+            token_scope: Arc::from(SCOPE),
         }
+    }
+
+    /// Asks for tokens of `scope` (another cloud's ARM) instead of the public cloud's [`SCOPE`].
+    pub fn with_token_scope(mut self, scope: &str) -> Self {
+        self.token_scope = Arc::from(scope);
+        self
     }
 
     /// Bounds the bytes of whole LB documents read at once (see [`DEFAULT_BODY_BUDGET`]).
@@ -263,7 +272,10 @@ impl ArmClient {
 
     /// Gets a token now (used for readiness and by every call).
     pub async fn token(&self) -> Result<String, ArmError> {
-        self.credential.token(SCOPE).await.map_err(ArmError::Token)
+        self.credential
+            .token(&self.token_scope)
+            .await
+            .map_err(ArmError::Token)
     }
 
     async fn wait_budget(&self, class: Class) {

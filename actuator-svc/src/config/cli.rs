@@ -109,16 +109,17 @@ pub struct Args {
     /// The cluster name the load balancers are named after.
     #[arg(long, env = "ACTUATOR_CLUSTER_NAME", default_value = "kubernetes")]
     pub cluster_name: String,
-    /// ARM endpoint.
-    #[arg(
-        long,
-        env = "ACTUATOR_ARM_ENDPOINT",
-        default_value = "https://management.azure.com"
-    )]
-    pub arm_endpoint: url::Url,
-    /// Azure AD authority host (default: AZURE_AUTHORITY_HOST, else the public cloud).
+    /// ARM endpoint (default: the one of azure.json's `cloud`, e.g. https://management.azure.com).
+    #[arg(long, env = "ACTUATOR_ARM_ENDPOINT")]
+    pub arm_endpoint: Option<url::Url>,
+    /// Entra ID (Azure AD) authority host (default: the one of azure.json's `cloud`; without a
+    /// `cloud` field, AZURE_AUTHORITY_HOST, else the public cloud's).
     #[arg(long, env = "ACTUATOR_AAD_AUTHORITY")]
     pub aad_authority: Option<url::Url>,
+    /// Token scope for ARM (default: azure.json's `cloud` ARM endpoint + `/.default`, e.g.
+    /// https://management.chinacloudapi.cn/.default).
+    #[arg(long, env = "ACTUATOR_ARM_TOKEN_SCOPE")]
+    pub arm_token_scope: Option<String>,
     /// Extra CA certificates (PEM) to trust for ARM, Azure AD and managed identity, added to
     /// the built-in Mozilla roots and the platform's store (which honours SSL_CERT_FILE): a
     /// private cloud, a TLS-inspecting proxy.
@@ -298,20 +299,6 @@ impl Args {
             signal,
             tool,
         })
-    }
-
-    /// The AAD authority: the flag, else `AZURE_AUTHORITY_HOST`, else the public cloud.
-    pub fn authority(&self) -> Result<url::Url, String> {
-        if let Some(a) = &self.aad_authority {
-            return Ok(a.clone());
-        }
-        match std::env::var("AZURE_AUTHORITY_HOST")
-            .ok()
-            .filter(|s| !s.is_empty())
-        {
-            Some(s) => url::Url::parse(&s).map_err(|e| format!("AZURE_AUTHORITY_HOST: {e}")),
-            None => url::Url::parse("https://login.microsoftonline.com").map_err(|e| e.to_string()),
-        }
     }
 }
 

@@ -2,3 +2,4 @@
 
 pub mod azure_json;
 pub mod cli;
+pub mod cloud;

@@ -1,6 +1,9 @@
 //! Bearer tokens issued by the simulated Azure AD / managed-identity endpoints and checked on
 //! every ARM call. Tokens are opaque random strings (clients never decode ARM access tokens);
-//! each remembers its principal (the throttling key) and expiry.
+//! each remembers its principal (the throttling key), expiry and audience (the scope or resource
+//! it was asked for). ARM checks the audience only when told which it accepts
+//! ([`Tokens::set_accepted_audiences`], `ArmSim::set_accepted_audiences`): a sovereign cloud's ARM
+//! takes only its own (azure-production.md 3.3).
 
 use crate::errors::ArmError;
 use std::collections::HashMap;
@@ -9,11 +12,20 @@ use std::collections::HashMap;
 struct Issued {
     principal: String,
     expires_at: jiff::Timestamp,
+    /// The scope asked for without `/.default`, or the managed-identity `resource`.
+    audience: String,
 }
 
 #[derive(Debug, Default)]
 pub struct Tokens {
     issued: HashMap<String, Issued>,
+    /// `None`: any audience (the default).
+    accepted_audiences: Option<Vec<String>>,
+}
+
+/// An audience as compared: no trailing `/`, lower case.
+fn norm(audience: &str) -> String {
+    audience.trim().trim_end_matches('/').to_ascii_lowercase()
 }
 
 impl Tokens {
@@ -39,9 +51,24 @@ impl Tokens {
             Issued {
                 principal: principal.to_owned(),
                 expires_at,
+                audience: String::new(),
             },
         );
         (token, expires_at)
+    }
+
+    /// Records what `token` was issued for: a scope (`/.default` is dropped) or a resource.
+    pub fn set_audience(&mut self, token: &str, scope_or_resource: &str) {
+        if let Some(t) = self.issued.get_mut(token) {
+            let first = scope_or_resource.split(' ').next().unwrap_or_default();
+            t.audience = first.trim_end_matches("/.default").to_owned();
+        }
+    }
+
+    /// The audiences ARM accepts (`None`: any). ARM answers any other 401
+    /// `InvalidAuthenticationTokenAudience`.
+    pub fn set_accepted_audiences(&mut self, audiences: Option<Vec<String>>) {
+        self.accepted_audiences = audiences;
     }
 
     /// Checks an `Authorization` header; returns the principal.
@@ -60,6 +87,11 @@ impl Tokens {
                 &now.to_string(),
             ));
         }
+        if let Some(accepted) = &self.accepted_audiences
+            && !accepted.iter().any(|a| norm(a) == norm(&issued.audience))
+        {
+            return Err(ArmError::wrong_audience(&issued.audience, accepted));
+        }
         Ok(issued.principal.clone())
     }
 
@@ -74,6 +106,26 @@ impl Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audiences_are_checked_only_when_configured() {
+        let mut t = Tokens::default();
+        let now = jiff::Timestamp::now();
+        let (china, _) = t.issue("p", 60, now);
+        t.set_audience(&china, "https://management.chinacloudapi.cn/.default");
+        let (public, _) = t.issue("p", 60, now);
+        t.set_audience(&public, "https://management.azure.com/.default");
+        let bearer = |tok: &str| format!("Bearer {tok}");
+        assert!(t.verify(Some(&bearer(&public)), now).is_ok());
+        t.set_accepted_audiences(Some(vec![
+            "https://management.core.chinacloudapi.cn".into(),
+            "https://management.chinacloudapi.cn/".into(),
+        ]));
+        assert!(t.verify(Some(&bearer(&china)), now).is_ok());
+        let e = t.verify(Some(&bearer(&public)), now).unwrap_err();
+        assert_eq!(e.status.as_u16(), 401);
+        assert_eq!(e.code, "InvalidAuthenticationTokenAudience");
+    }
 
     #[test]
     fn tokens_verify_and_expire() {

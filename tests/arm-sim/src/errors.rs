@@ -68,6 +68,18 @@ impl ArmError {
         )
     }
 
+    /// A token for another audience (another cloud's ARM, or another resource).
+    pub fn wrong_audience(audience: &str, accepted: &[String]) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationTokenAudience",
+            format!(
+                "The access token has been obtained for wrong audience or resource '{audience}'. It should exactly match with one of the allowed audiences '{}'.",
+                accepted.join("','")
+            ),
+        )
+    }
+
     /// ARM reports expiry under `InvalidAuthenticationToken` with the expiry in the message.
     pub fn expired_token(expired: &str, now: &str) -> Self {
         Self::new(

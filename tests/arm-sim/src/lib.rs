@@ -645,6 +645,17 @@ impl ArmSim {
         Ok(())
     }
 
+    /// The token audiences ARM accepts (`None`, the default: any). A sovereign cloud's ARM
+    /// accepts only its own (`https://management.chinacloudapi.cn`, ...); others get 401
+    /// `InvalidAuthenticationTokenAudience`.
+    pub fn set_accepted_audiences(&self, audiences: Option<Vec<String>>) {
+        self.shared
+            .state
+            .lock()
+            .tokens
+            .set_accepted_audiences(audiences);
+    }
+
     /// Locks a resource group down as AKS's node resource group lockdown does (a deny
     /// assignment on everything but reads, for everyone but `exempt`); returns the assignment.
     pub fn lockdown(&self, resource_group: &str, exempt: Vec<String>) -> rbac::DenyAssignment {

@@ -63,12 +63,15 @@ async fn token(shared: &Arc<Shared>, tenant: &str, body: &[u8]) -> Outcome {
     let mut out = match check_token_request(shared, tenant, &form) {
         Ok(()) => {
             let lifetime = shared.state.lock().tuning.token_lifetime_secs;
-            let (tok, _) =
-                shared
-                    .state
-                    .lock()
+            let (tok, _) = {
+                let mut st = shared.state.lock();
+                let issued = st
                     .tokens
                     .issue(&client_id, lifetime, jiff::Timestamp::now());
+                let scope = form.get("scope").map(String::as_str).unwrap_or_default();
+                st.tokens.set_audience(&issued.0, scope);
+                issued
+            };
             Outcome::plain(json(
                 StatusCode::OK,
                 &j!({
@@ -192,7 +195,12 @@ async fn managed_identity(shared: &Arc<Shared>, parts: &Parts, app_service: bool
     }
     let now = jiff::Timestamp::now();
     let lifetime = shared.state.lock().tuning.token_lifetime_secs;
-    let (tok, expires_at) = shared.state.lock().tokens.issue(mi, lifetime, now);
+    let (tok, expires_at) = {
+        let mut st = shared.state.lock();
+        let issued = st.tokens.issue(mi, lifetime, now);
+        st.tokens.set_audience(&issued.0, &resource);
+        issued
+    };
     let mut out = Outcome::plain(json(
         StatusCode::OK,
         &j!({
