@@ -524,7 +524,11 @@ impl Store {
                 emit.push(result_of(h, phase, reason, false, &cover, &lbs));
                 if phase == ResultPhase::Effective && h.repaired {
                     h.repaired = false;
-                    self.metrics.restored(&lbs_of(&cover, &lbs));
+                    // `restored` counts a `None` set back (level-triggered restore); a `Down`
+                    // re-cut after drift is counted by the writer as drift repaired.
+                    if h.desired == Admin::None {
+                        self.metrics.restored(&lbs_of(&cover, &lbs));
+                    }
                 }
             }
             if progress::restored_everywhere(h) {

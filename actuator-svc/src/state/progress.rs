@@ -125,7 +125,11 @@ mod tests {
     const V: Version = Version { epoch: 1, seq: 1 };
 
     fn store_with(desired: Admin) -> Store {
-        let s = Store::new(&["a".to_owned(), "b".to_owned()], Arc::new(Metrics::new()));
+        store_counting(desired, Arc::new(Metrics::new()))
+    }
+
+    fn store_counting(desired: Admin, metrics: Arc<Metrics>) -> Store {
+        let s = Store::new(&["a".to_owned(), "b".to_owned()], metrics);
         s.offer(
             "u".into(),
             NodeRef {
@@ -192,6 +196,55 @@ mod tests {
             results(&mut rx),
             vec![(ResultPhase::Accepted, true), (ResultPhase::Failed, false)]
         );
+    }
+
+    /// The sum of `cutover_actuator_restored_total` over its load balancers.
+    fn restored_total(metrics: &Metrics) -> f64 {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("cutover_actuator_restored_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// N11: a `Down` re-cut after drift is a repair to `Down`: its repaired EFFECTIVE is not
+    /// counted as a node set back to `None` (`restored_total`); a level-triggered restore of a
+    /// `None` is.
+    #[test]
+    fn a_down_re_cut_is_not_counted_as_restored_to_none() {
+        let metrics = Arc::new(Metrics::new());
+        let s = store_counting(Admin::Down, metrics.clone());
+        let mut rx = s.subscribe();
+        effective_everywhere(&s, &mut rx);
+        s.drifted("b", "u");
+        s.report("b", "u", V, LbProgress::Effective(vec![]), &[]);
+        assert_eq!(
+            results(&mut rx),
+            vec![
+                (ResultPhase::Accepted, true),
+                (ResultPhase::Effective, true)
+            ]
+        );
+        assert_eq!(restored_total(&metrics), 0.0, "{}", metrics.encode());
+
+        let metrics = Arc::new(Metrics::new());
+        let s = store_counting(Admin::None, metrics.clone());
+        let mut rx = s.subscribe();
+        effective_everywhere(&s, &mut rx);
+        assert!(s.find("u", "n").is_none(), "a restore done everywhere");
+        // An entry reads Down again: the None is re-asserted as a repair.
+        assert!(s.reassert("u"));
+        s.report("a", "u", V, LbProgress::Effective(vec![]), &[]);
+        s.report("b", "u", V, LbProgress::Effective(vec![]), &[]);
+        assert_eq!(
+            results(&mut rx),
+            vec![
+                (ResultPhase::Accepted, true),
+                (ResultPhase::Effective, true)
+            ]
+        );
+        assert_eq!(restored_total(&metrics), 2.0, "{}", metrics.encode());
     }
 
     /// N3: an LB that reads 404 is not done for a `Down` (nothing in ARM shows it there) and
