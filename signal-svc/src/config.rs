@@ -111,7 +111,8 @@ pub struct LeaseArgs {
     pub lease_retry_interval: Duration,
 }
 
-/// Built-in triggers, each on by default (`--trigger-...=false` turns one off).
+/// Built-in triggers: the first four on by default (`--trigger-...=false` turns one off), the
+/// two cordon-based ones off (`=true` turns one on).
 #[derive(Clone, Debug, ClapArgs)]
 pub struct TriggerArgs {
     /// Taint `karpenter.sh/disrupted` (any effect), set by Karpenter / AKS node
@@ -128,6 +129,25 @@ pub struct TriggerArgs {
     /// controller reads it: a value that parses as a false boolean keeps the node in.
     #[arg(long, env = "SIGNAL_TRIGGER_EXCLUDE_LABEL", default_value_t = true, action = clap::ArgAction::Set)]
     pub trigger_exclude_label: bool,
+
+    /// A Node with `metadata.deletionTimestamp` (reason `node-deleting`): it stays only while a
+    /// finalizer holds it, e.g. Karpenter's during its drain. The service controller and
+    /// kube-proxy's `/healthz` already treat it as gone.
+    #[arg(long, env = "SIGNAL_TRIGGER_NODE_DELETING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub trigger_node_deleting: bool,
+
+    /// Opt-in: a cordoned Node whose KEP-5683 condition `DrainInProgress` or `Drained` is
+    /// `True` (alpha in Kubernetes 1.37; `kubectl drain` and maintenance controllers that
+    /// adopt it set it). An uncordoned node's condition is stale and ignored.
+    #[arg(long, env = "SIGNAL_TRIGGER_DRAIN_CONDITIONS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trigger_drain_conditions: bool,
+
+    /// Opt-in: every cordoned Node (reason `node-cordoned`), but one AKS labelled
+    /// `kubernetes.azure.com/upgrade-status=Quarantined`. Only where a cordon always means the
+    /// node is leaving, e.g. clusters where only AKS upgrades cordon: AKS node image and
+    /// version upgrades cordon, drain and reimage and leave no other mark on the node.
+    #[arg(long, env = "SIGNAL_TRIGGER_CORDON", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trigger_cordon: bool,
 }
 
 /// Where actuator-svc runs.
@@ -239,6 +259,9 @@ impl Args {
                 karpenter_disrupted: self.triggers.trigger_karpenter_disrupted,
                 cluster_autoscaler: self.triggers.trigger_cluster_autoscaler,
                 exclude_label: self.triggers.trigger_exclude_label,
+                node_deleting: self.triggers.trigger_node_deleting,
+                drain_conditions: self.triggers.trigger_drain_conditions,
+                cordon: self.triggers.trigger_cordon,
             },
             admin_listen: self.admin_listen,
             resync_interval: self.resync_interval,
@@ -525,6 +548,34 @@ mod tests {
         let err =
             parse(&["--actuator-endpoints=a:1", "--trigger-exclude-label=maybe"]).unwrap_err();
         assert!(err.contains("--trigger-exclude-label"), "{err}");
+    }
+
+    /// Deletion is on by default, the two cordon-based triggers off; each switches alone, and a
+    /// value that is not a boolean stops start-up naming the flag.
+    #[test]
+    fn state_triggers_switch() {
+        let c = parse(&["--actuator-endpoints=a:1"]).unwrap();
+        assert!(c.built_ins.node_deleting);
+        assert!(!c.built_ins.drain_conditions && !c.built_ins.cordon);
+        let c = parse(&[
+            "--actuator-endpoints=a:1",
+            "--trigger-node-deleting=false",
+            "--trigger-drain-conditions=true",
+        ])
+        .unwrap();
+        assert!(!c.built_ins.node_deleting && c.built_ins.drain_conditions);
+        assert!(!c.built_ins.cordon);
+        let c = parse(&["--actuator-endpoints=a:1", "--trigger-cordon=true"]).unwrap();
+        assert!(c.built_ins.cordon && c.built_ins.node_deleting && !c.built_ins.drain_conditions);
+        for flag in [
+            "--trigger-node-deleting",
+            "--trigger-drain-conditions",
+            "--trigger-cordon",
+        ] {
+            let arg = format!("{flag}=yes please");
+            let err = parse(&["--actuator-endpoints=a:1", &arg]).unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
     }
 
     #[test]

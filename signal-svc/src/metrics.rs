@@ -69,7 +69,7 @@ impl Metrics {
             condition_writes: Family::default(),
             registry: Registry::default(),
         };
-        registry.register("signals", "Signals seen, by kind (taint, label, hold, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", m.signals.clone());
+        registry.register("signals", "Signals seen, by kind (taint, label, hold, deleting, cordon, drain_condition, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", m.signals.clone());
         registry.register(
             "taints_added",
             "Spot-eviction taints added by this process",

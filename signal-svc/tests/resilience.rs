@@ -363,6 +363,7 @@ fn down(name: &str) -> Change {
                 condition_notice: None,
                 spot_notice_handled: false,
                 hold: None,
+                states: Default::default(),
             },
             desired: Desired::Down,
             reasons: vec![OOS.into()],

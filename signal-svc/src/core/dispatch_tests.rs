@@ -20,6 +20,7 @@ fn view(name: &str) -> NodeView {
         condition_notice: None,
         spot_notice_handled: false,
         hold: None,
+        states: Default::default(),
     }
 }
 

@@ -8,7 +8,10 @@ use super::event::EventView;
 use super::hold::HOLD_ANNOTATION;
 use super::node::{NodeView, exclude_label_value, unacted_notice_conditions};
 use super::notice::{self, EVENT_REASON, Reading};
-use super::taints::{EXCLUDE_FROM_LB_LABEL, TriggerSet, has_draining_key};
+use super::taints::{
+    DRAIN_CONDITIONS, EXCLUDE_FROM_LB_LABEL, NODE_CORDONED, NODE_DELETING, TriggerSet,
+    has_draining_key,
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::{HashMap, HashSet};
@@ -25,9 +28,10 @@ pub enum Desired {
 pub struct DesiredState {
     pub node: NodeView,
     pub desired: Desired,
-    /// Trigger taint keys present, the exclusion label's key when it excludes the node, plus
-    /// `cutover.io/hold` for a tool hold (whose text is in `node.hold`); sorted; empty for
-    /// `None`.
+    /// Trigger taint keys present, the exclusion label's key when it excludes the node,
+    /// `node-deleting`, `node-cordoned` and the KEP-5683 drain condition types when their
+    /// triggers fire, plus `cutover.io/hold` for a tool hold (whose text is in `node.hold`);
+    /// sorted; empty for `None`.
     pub reasons: Vec<String>,
     /// When the signal behind this state was first observed (the notice for a Spot taint).
     pub observed_at: Timestamp,
@@ -59,7 +63,8 @@ pub struct TaintRequest {
 pub struct Output {
     pub changes: Vec<Change>,
     pub taints: Vec<TaintRequest>,
-    /// Signal kinds seen, for metrics: `taint`, `label`, `hold`, `preempt_event`,
+    /// Signal kinds seen, for metrics: `taint`, `label`, `hold`, `deleting`, `cordon`,
+    /// `drain_condition`, `preempt_event`,
     /// `preempt_condition`, `preempt_event_ignored`, `preempt_advisory` (rebalance
     /// recommendations, not acted on), `preempt_unknown_form` (not acted on, logged once).
     pub signals: Vec<&'static str>,
@@ -370,13 +375,19 @@ impl NodeIndex {
         }
     }
 
-    /// Why the node should be `Down`: its trigger taints, the exclusion label, a hold (sorted,
-    /// no duplicates; empty: `None`).
+    /// Why the node should be `Down`: its trigger taints, the exclusion label, its state
+    /// (deletion, cordon, drain conditions), a hold (sorted, no duplicates; empty: `None`).
     fn reasons(&self, node: &Node, view: &NodeView) -> Vec<String> {
         let mut reasons = self.triggers.reasons(&view.taints);
         if let Some(label) = self.triggers.label_trigger(exclude_label_value(node)) {
             reasons.push(label.to_owned());
         }
+        reasons.extend(
+            self.triggers
+                .state_reasons(&view.states)
+                .into_iter()
+                .map(str::to_owned),
+        );
         if view.hold.is_some() {
             reasons.push(HOLD_ANNOTATION.to_owned());
         }
@@ -475,6 +486,9 @@ fn signal_new_reasons(previous: Option<&DesiredState>, reasons: &[String], out: 
             out.signals.push(match r.as_str() {
                 HOLD_ANNOTATION => "hold",
                 EXCLUDE_FROM_LB_LABEL => "label",
+                NODE_DELETING => "deleting",
+                NODE_CORDONED => "cordon",
+                c if DRAIN_CONDITIONS.contains(&c) => "drain_condition",
                 _ => "taint",
             });
         }

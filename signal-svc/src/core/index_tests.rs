@@ -1,8 +1,9 @@
 use super::*;
 use crate::core::hold::HOLD_ANNOTATION;
 use crate::core::taints::{
-    BuiltIns, DRAINING, EXCLUDE_FROM_LB_LABEL, KARPENTER_DISRUPTED, OUT_OF_SERVICE, SHUTDOWN,
-    SPOT_EVICTION, SPOT_NOTICE_HANDLED, TO_BE_DELETED_BY_CA,
+    BuiltIns, DRAIN_IN_PROGRESS, DRAINED, DRAINING, EXCLUDE_FROM_LB_LABEL, KARPENTER_DISRUPTED,
+    NODE_CORDONED, NODE_DELETING, OUT_OF_SERVICE, QUARANTINED, SHUTDOWN, SPOT_EVICTION,
+    SPOT_NOTICE_HANDLED, TO_BE_DELETED_BY_CA, UNSCHEDULABLE_TAINT, UPGRADE_STATUS_LABEL,
 };
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -137,6 +138,173 @@ fn every_trigger_goes_down_and_back() {
     }
 }
 
+/// The Node as a DELETE leaves it while a finalizer (Karpenter's) holds it.
+fn deleting(mut n: Node) -> Node {
+    n.metadata.deletion_timestamp = Some(Time(ts("2026-08-01T05:39:00Z")));
+    n.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+    n
+}
+
+/// `kubectl cordon`: the spec field and the taint the node lifecycle controller mirrors it in.
+fn cordoned(mut n: Node) -> Node {
+    let spec = n.spec.get_or_insert_with(Default::default);
+    spec.unschedulable = Some(true);
+    spec.taints.get_or_insert_with(Vec::new).push(Taint {
+        key: UNSCHEDULABLE_TAINT.into(),
+        value: None,
+        effect: "NoSchedule".into(),
+        time_added: None,
+    });
+    n
+}
+
+fn with_any_label(mut n: Node, key: &str, value: &str) -> Node {
+    n.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+    n
+}
+
+fn index_with(f: impl FnOnce(&mut BuiltIns)) -> NodeIndex {
+    let mut b = BuiltIns::default();
+    f(&mut b);
+    NodeIndex::new(TriggerSet::with_built_ins(b, vec![]))
+}
+
+/// A node being deleted is `Down` from its deletionTimestamp for as long as a finalizer keeps
+/// it (Karpenter's termination adds its label on top), and its DELETE removes it.
+#[test]
+fn a_deleting_node_goes_down_until_it_is_gone() {
+    let mut idx = NodeIndex::new(TriggerSet::default());
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let down = idx.apply(&deleting(mk_node("n", "u", &[])), now());
+    assert_eq!(
+        desired_of(&down),
+        vec![("u".into(), Desired::Down, vec![NODE_DELETING.to_owned()])]
+    );
+    assert_eq!(down.signals, vec!["deleting"]);
+    // The finalizer's owner drains and labels the node: still Down, now for both reasons.
+    let drained = idx.apply(
+        &with_label(deleting(mk_node("n", "u", &[])), "karpenter"),
+        now(),
+    );
+    assert_eq!(
+        desired_of(&drained),
+        vec![(
+            "u".into(),
+            Desired::Down,
+            vec![NODE_DELETING.to_owned(), EXCLUDE_FROM_LB_LABEL.to_owned()]
+        )]
+    );
+    assert_eq!(
+        idx.get("u").unwrap().observed_at,
+        now(),
+        "kept since the first signal"
+    );
+    let gone = idx.delete(&deleting(mk_node("n", "u", &[])));
+    assert!(matches!(
+        gone.changes.as_slice(),
+        [Change::Removed {
+            last: Desired::Down,
+            ..
+        }]
+    ));
+    // Listed already deleting (a restart mid-drain): Down at once.
+    let mut fresh = NodeIndex::new(TriggerSet::default());
+    let out = fresh.apply(&deleting(mk_node("n", "u", &[])), now());
+    assert_eq!(desired_of(&out)[0].1, Desired::Down);
+}
+
+/// KEP-5683's drain conditions, opt-in: only on a cordoned node; uncordoning (the condition
+/// left behind is stale) brings the node back, and AKS's quarantined node is never cut.
+#[test]
+fn drain_conditions_on_a_cordoned_node_are_opt_in() {
+    let drain = |n: Node, t: &str| with_condition(n, t, "True", "");
+    let mut off = NodeIndex::new(TriggerSet::default());
+    off.apply(&mk_node("n", "u", &[]), now());
+    let out = off.apply(
+        &drain(cordoned(mk_node("n", "u", &[])), DRAIN_IN_PROGRESS),
+        now(),
+    );
+    assert!(out.changes.is_empty(), "off by default: {out:?}");
+
+    let mut idx = index_with(|b| b.drain_conditions = true);
+    idx.apply(&mk_node("n", "u", &[]), now());
+    assert!(
+        idx.apply(&cordoned(mk_node("n", "u", &[])), now())
+            .changes
+            .is_empty(),
+        "a plain cordon is not a drain"
+    );
+    let down = idx.apply(
+        &drain(cordoned(mk_node("n", "u", &[])), DRAIN_IN_PROGRESS),
+        now(),
+    );
+    assert_eq!(
+        desired_of(&down),
+        vec![(
+            "u".into(),
+            Desired::Down,
+            vec![DRAIN_IN_PROGRESS.to_owned()]
+        )]
+    );
+    assert_eq!(down.signals, vec!["drain_condition"]);
+    let done = idx.apply(&drain(cordoned(mk_node("n", "u", &[])), DRAINED), now());
+    assert_eq!(
+        desired_of(&done),
+        vec![("u".into(), Desired::Down, vec![DRAINED.to_owned()])]
+    );
+    let stale = idx.apply(&drain(mk_node("n", "u", &[]), DRAINED), now());
+    assert_eq!(
+        desired_of(&stale),
+        vec![("u".into(), Desired::None, vec![])]
+    );
+    let quarantined = with_any_label(
+        drain(cordoned(mk_node("n", "u", &[])), DRAIN_IN_PROGRESS),
+        UPGRADE_STATUS_LABEL,
+        QUARANTINED,
+    );
+    assert!(idx.apply(&quarantined, now()).changes.is_empty());
+}
+
+/// `--trigger-cordon`: an AKS upgrade's cordon is `Down` until the reimaged node is
+/// uncordoned; a node AKS quarantined (drain failed, not reimaged) stays `None`.
+#[test]
+fn trigger_cordon_cuts_every_cordon_but_a_quarantined_one() {
+    let mut idx = index_with(|b| b.cordon = true);
+    idx.apply(&mk_node("n", "u", &[]), now());
+    let down = idx.apply(&cordoned(mk_node("n", "u", &[])), now());
+    assert_eq!(
+        desired_of(&down),
+        vec![("u".into(), Desired::Down, vec![NODE_CORDONED.to_owned()])]
+    );
+    assert_eq!(down.signals, vec!["cordon"]);
+    // The spec field alone (before the lifecycle controller mirrors it) is a cordon too.
+    let mut spec_only = mk_node("n", "u", &[]);
+    spec_only.spec.as_mut().unwrap().unschedulable = Some(true);
+    assert!(idx.apply(&spec_only, now()).changes.is_empty());
+    let back = idx.apply(&mk_node("n", "u", &[]), now());
+    assert_eq!(desired_of(&back), vec![("u".into(), Desired::None, vec![])]);
+    let quarantined = with_any_label(
+        cordoned(mk_node("n", "u", &[])),
+        UPGRADE_STATUS_LABEL,
+        QUARANTINED,
+    );
+    assert!(idx.apply(&quarantined, now()).changes.is_empty());
+    // The AKS remediator's taint alone is not a cordon.
+    let remediator = mk_node(
+        "n",
+        "u",
+        &[(
+            "remediator.kubernetes.azure.com/unschedulable",
+            None,
+            "NoSchedule",
+        )],
+    );
+    assert!(idx.apply(&remediator, now()).changes.is_empty());
+}
+
 fn with_label(mut n: Node, value: &str) -> Node {
     n.metadata
         .labels
@@ -163,7 +331,7 @@ fn extra_keys_are_opt_in() {
 /// Each built-in that can be turned off keeps the node `None` when it is off.
 #[test]
 fn built_ins_turned_off_keep_the_node_none() {
-    let cases: [(BuiltIns, Node); 3] = [
+    let cases: [(BuiltIns, Node); 4] = [
         (
             BuiltIns {
                 karpenter_disrupted: false,
@@ -188,6 +356,13 @@ fn built_ins_turned_off_keep_the_node_none() {
                 ..BuiltIns::default()
             },
             with_label(mk_node("n", "u", &[]), "karpenter"),
+        ),
+        (
+            BuiltIns {
+                node_deleting: false,
+                ..BuiltIns::default()
+            },
+            deleting(mk_node("n", "u", &[])),
         ),
     ];
     for (i, (built_ins, node)) in cases.into_iter().enumerate() {

@@ -2,7 +2,9 @@
 
 use super::hold::{HOLD_ANNOTATION, Hold};
 use super::notice::{self, Notice};
-use super::taints::TaintView;
+use super::taints::{
+    DRAIN_CONDITIONS, NodeStates, QUARANTINED, TaintView, UNSCHEDULABLE_TAINT, UPGRADE_STATUS_LABEL,
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -60,6 +62,8 @@ pub struct NodeView {
     /// A well-formed tool hold (annotation `cutover.io/hold`). Boxed: almost no node has one,
     /// and the index keeps a view of every node.
     pub hold: Option<Box<Hold>>,
+    /// Deletion, cordon, AKS quarantine and KEP-5683 drain conditions.
+    pub states: NodeStates,
 }
 
 /// Why a node object cannot be used at all.
@@ -101,9 +105,21 @@ impl NodeView {
         let taints = taints(spec);
         let condition_notice = condition_notice(status, now);
         let hold = hold(meta, &mut warnings);
+        let states = NodeStates {
+            deleting: meta.deletion_timestamp.is_some(),
+            cordoned: spec.and_then(|s| s.unschedulable) == Some(true)
+                || taints.iter().any(|t| t.key == UNSCHEDULABLE_TAINT),
+            quarantined: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(UPGRADE_STATUS_LABEL))
+                .is_some_and(|v| v == QUARANTINED),
+            drain_conditions: drain_conditions(status),
+        };
         Ok((
             Self {
                 hold,
+                states,
                 zone: meta
                     .labels
                     .as_ref()
@@ -161,6 +177,19 @@ fn taints(spec: Option<&NodeSpec>) -> Vec<TaintView> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The KEP-5683 drain conditions whose status is `True`.
+fn drain_conditions(status: Option<&NodeStatus>) -> Vec<&'static str> {
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    DRAIN_CONDITIONS
+        .into_iter()
+        .filter(|t| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == *t && c.status == "True")
+        })
+        .collect()
 }
 
 /// The first node condition that is a Spot eviction notice.
@@ -248,6 +277,58 @@ mod tests {
                 ("PreemptionScheduled".to_owned(), notice::Reading::Unknown),
                 ("VMEventScheduled".to_owned(), notice::Reading::Advisory)
             ]
+        );
+    }
+
+    /// A deletion timestamp, a cordon (either form), AKS's quarantine label and the KEP-5683
+    /// drain conditions are read; only a `True` condition counts.
+    #[test]
+    fn node_states() {
+        let now = Timestamp::UNIX_EPOCH;
+        let (v, _) =
+            NodeView::from_node(&node(json!({"metadata": {"name": "n", "uid": "u"}})), now)
+                .unwrap();
+        assert_eq!(v.states, NodeStates::default());
+        let n = node(json!({
+            "metadata": {"name": "n", "uid": "u", "deletionTimestamp": "2026-08-01T05:00:00Z",
+                         "finalizers": ["karpenter.sh/termination"],
+                         "labels": {"kubernetes.azure.com/upgrade-status": "Quarantined"}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [
+                {"type": "Drained", "status": "True"},
+                {"type": "DrainInProgress", "status": "True"},
+                {"type": "MaintenanceInProgress", "status": "True"}
+            ]}
+        }));
+        let (v, _) = NodeView::from_node(&n, now).unwrap();
+        assert_eq!(
+            v.states,
+            NodeStates {
+                deleting: true,
+                cordoned: true,
+                quarantined: true,
+                drain_conditions: vec!["DrainInProgress", "Drained"],
+            }
+        );
+        // The taint alone is a cordon; a paused node is not quarantined; False / Unknown
+        // conditions do not count.
+        let n = node(json!({
+            "metadata": {"name": "n", "uid": "u",
+                         "labels": {"kubernetes.azure.com/upgrade-status": "paused"}},
+            "spec": {"unschedulable": false,
+                     "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]},
+            "status": {"conditions": [
+                {"type": "DrainInProgress", "status": "False"},
+                {"type": "Drained", "status": "Unknown"}
+            ]}
+        }));
+        let (v, _) = NodeView::from_node(&n, now).unwrap();
+        assert_eq!(
+            v.states,
+            NodeStates {
+                cordoned: true,
+                ..NodeStates::default()
+            }
         );
     }
 

@@ -1,4 +1,5 @@
-//! Triggers: taints (and one label) that mean a node is leaving, so its entries go `Down`.
+//! Triggers: taints, one label and node states that mean a node is leaving, so its entries go
+//! `Down`.
 //!
 //! Who sets what, and why each is read the way it is:
 //! - `node.kubernetes.io/out-of-service` (any value, any effect): operators, maintenance tools.
@@ -11,8 +12,24 @@
 //!   (`nodeUnTaintedPredicate`, kubernetes/cloud-provider `controllers/service/controller.go`).
 //! - label `node.kubernetes.io/exclude-from-external-load-balancers` (on by default): read as
 //!   the service controller reads it, see [`label_excludes`].
+//! - `metadata.deletionTimestamp` (on by default, reason [`NODE_DELETING`]): the Node is being
+//!   deleted; it lingers only while a finalizer holds it (Karpenter's `karpenter.sh/termination`
+//!   during its drain). The service controller already leaves such nodes out of load balancers
+//!   and kube-proxy's `/healthz` (KEP-3836) answers 503 for them.
+//! - a cordoned node with KEP-5683's `DrainInProgress` or `Drained` condition `True` (opt-in,
+//!   reason: the condition type): alpha in Kubernetes 1.37, written by `kubectl drain` and
+//!   maintenance controllers that adopt it. The cordon is required because the KEP leaves
+//!   clearing the condition to whoever set it; a condition left behind on an uncordoned node is
+//!   stale (the KEP's own detection rule).
+//! - any cordoned node (opt-in, reason [`NODE_CORDONED`]): for clusters where a cordon always
+//!   means departure, e.g. where only AKS upgrades cordon. AKS's node image and version upgrades
+//!   cordon, drain and reimage, and leave no other mark on the node.
 //!
-//! Deliberately not triggers: cordon (`node.kubernetes.io/unschedulable`), `NotReady`
+//! A cordoned node that AKS labelled `kubernetes.azure.com/upgrade-status=Quarantined` is never
+//! cut by the two cordon-based triggers: AKS gave up draining it and will not reimage it; it
+//! keeps its pods.
+//!
+//! Deliberately not triggers by default: cordon (`node.kubernetes.io/unschedulable`), `NotReady`
 //! (`node.kubernetes.io/not-ready` / `unreachable`) and the AKS remediator's cordon
 //! (`remediator.kubernetes.azure.com/unschedulable`): they are too short-lived or too
 //! ambiguous and would flap.
@@ -35,6 +52,23 @@ pub const TO_BE_DELETED_BY_CA: &str = "ToBeDeletedByClusterAutoscaler";
 /// The well-known label that takes a node out of external load balancers
 /// (`v1.LabelNodeExcludeBalancers`). Karpenter sets it (value `karpenter`) at termination.
 pub const EXCLUDE_FROM_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// The reason of a Node with a `metadata.deletionTimestamp`.
+pub const NODE_DELETING: &str = "node-deleting";
+/// The reason of a cordoned Node under `--trigger-cordon`.
+pub const NODE_CORDONED: &str = "node-cordoned";
+/// The taint the node lifecycle controller mirrors `spec.unschedulable` into.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+/// KEP-5683 (Node Lifecycle Conditions, alpha in 1.37): the Node is actively being drained.
+pub const DRAIN_IN_PROGRESS: &str = "DrainInProgress";
+/// KEP-5683: the Node reached the drain criteria of whoever drains it.
+pub const DRAINED: &str = "Drained";
+/// The KEP-5683 drain conditions read by `--trigger-drain-conditions`.
+pub const DRAIN_CONDITIONS: [&str; 2] = [DRAIN_IN_PROGRESS, DRAINED];
+/// AKS labels a node it could not drain during an upgrade (`undrainableNodeBehavior: Cordon`)
+/// `kubernetes.azure.com/upgrade-status=Quarantined`: cordoned, not reimaged, pods kept.
+pub const UPGRADE_STATUS_LABEL: &str = "kubernetes.azure.com/upgrade-status";
+/// The value of [`UPGRADE_STATUS_LABEL`] on a node AKS skipped.
+pub const QUARANTINED: &str = "Quarantined";
 
 /// Whether the exclusion label's value takes the node out of load balancers.
 ///
@@ -51,7 +85,8 @@ pub fn label_excludes(value: &str) -> bool {
     !matches!(value, "0" | "f" | "F" | "false" | "FALSE" | "False")
 }
 
-/// The built-in triggers that can be turned off (each is on by default).
+/// The built-in triggers that can be switched (the first four are on by default, the two
+/// cordon-based ones off).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BuiltIns {
     /// Taint [`KARPENTER_DISRUPTED`].
@@ -60,6 +95,12 @@ pub struct BuiltIns {
     pub cluster_autoscaler: bool,
     /// Label [`EXCLUDE_FROM_LB_LABEL`].
     pub exclude_label: bool,
+    /// `metadata.deletionTimestamp` ([`NODE_DELETING`]).
+    pub node_deleting: bool,
+    /// A cordoned node with a true [`DRAIN_CONDITIONS`] condition (opt-in).
+    pub drain_conditions: bool,
+    /// Any cordoned node ([`NODE_CORDONED`], opt-in).
+    pub cordon: bool,
 }
 
 impl Default for BuiltIns {
@@ -68,8 +109,24 @@ impl Default for BuiltIns {
             karpenter_disrupted: true,
             cluster_autoscaler: true,
             exclude_label: true,
+            node_deleting: true,
+            drain_conditions: false,
+            cordon: false,
         }
     }
+}
+
+/// The node states the state triggers read (taints and labels have their own methods).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeStates {
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `spec.unschedulable` or the [`UNSCHEDULABLE_TAINT`].
+    pub cordoned: bool,
+    /// AKS labelled the node [`QUARANTINED`].
+    pub quarantined: bool,
+    /// The [`DRAIN_CONDITIONS`] whose status is `True`, in that order.
+    pub drain_conditions: Vec<&'static str>,
 }
 
 /// One taint as seen on a node.
@@ -106,6 +163,23 @@ impl TriggerSet {
     pub fn label_trigger(&self, exclude_label_value: Option<&str>) -> Option<&'static str> {
         (self.built_ins.exclude_label && exclude_label_value.is_some_and(label_excludes))
             .then_some(EXCLUDE_FROM_LB_LABEL)
+    }
+
+    /// The reasons the node's state gives: [`NODE_DELETING`], [`NODE_CORDONED`] and the true
+    /// drain conditions, each when its trigger is on.
+    pub fn state_reasons(&self, s: &NodeStates) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.built_ins.node_deleting && s.deleting {
+            out.push(NODE_DELETING);
+        }
+        let cordoned = s.cordoned && !s.quarantined;
+        if self.built_ins.cordon && cordoned {
+            out.push(NODE_CORDONED);
+        }
+        if self.built_ins.drain_conditions && cordoned {
+            out.extend(s.drain_conditions.iter().copied());
+        }
+        out
     }
 
     /// The trigger key this taint stands for, if any.
@@ -220,6 +294,9 @@ mod tests {
             karpenter_disrupted: false,
             cluster_autoscaler: false,
             exclude_label: false,
+            node_deleting: false,
+            drain_conditions: false,
+            cordon: false,
         };
         let set = TriggerSet::with_built_ins(off, vec![]);
         assert_eq!(
@@ -245,6 +322,117 @@ mod tests {
         assert_eq!(
             set.trigger(&t("example.com/other", None, "NoSchedule")),
             None
+        );
+    }
+
+    fn states(
+        deleting: bool,
+        cordoned: bool,
+        quarantined: bool,
+        conds: &[&'static str],
+    ) -> NodeStates {
+        NodeStates {
+            deleting,
+            cordoned,
+            quarantined,
+            drain_conditions: conds.to_vec(),
+        }
+    }
+
+    /// By default a deleting node is cut and a cordon is not, whatever its drain conditions.
+    #[test]
+    fn state_triggers_by_default() {
+        let set = TriggerSet::default();
+        assert_eq!(
+            set.state_reasons(&NodeStates::default()),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            set.state_reasons(&states(true, false, false, &[])),
+            [NODE_DELETING]
+        );
+        // A plain cordon, and a cordon with KEP-5683's conditions, change nothing by default.
+        assert!(
+            set.state_reasons(&states(false, true, false, &[]))
+                .is_empty()
+        );
+        assert!(
+            set.state_reasons(&states(false, true, false, &[DRAIN_IN_PROGRESS]))
+                .is_empty()
+        );
+        let off = TriggerSet::with_built_ins(
+            BuiltIns {
+                node_deleting: false,
+                ..BuiltIns::default()
+            },
+            vec![],
+        );
+        assert!(
+            off.state_reasons(&states(true, true, false, &[]))
+                .is_empty()
+        );
+    }
+
+    /// The drain conditions count only on a cordoned node (an uncordoned one carries a stale
+    /// condition), never on a node AKS quarantined; `--trigger-cordon` takes any cordon but a
+    /// quarantined one.
+    #[test]
+    fn opt_in_cordon_triggers() {
+        let drain = TriggerSet::with_built_ins(
+            BuiltIns {
+                drain_conditions: true,
+                ..BuiltIns::default()
+            },
+            vec![],
+        );
+        assert_eq!(
+            drain.state_reasons(&states(false, true, false, &[DRAIN_IN_PROGRESS])),
+            [DRAIN_IN_PROGRESS]
+        );
+        assert_eq!(
+            drain.state_reasons(&states(false, true, false, &[DRAIN_IN_PROGRESS, DRAINED])),
+            [DRAIN_IN_PROGRESS, DRAINED]
+        );
+        assert!(
+            drain
+                .state_reasons(&states(false, false, false, &[DRAIN_IN_PROGRESS]))
+                .is_empty(),
+            "stale: not cordoned"
+        );
+        assert!(
+            drain
+                .state_reasons(&states(false, true, false, &[]))
+                .is_empty()
+        );
+        assert!(
+            drain
+                .state_reasons(&states(false, true, true, &[DRAIN_IN_PROGRESS]))
+                .is_empty()
+        );
+        let cordon = TriggerSet::with_built_ins(
+            BuiltIns {
+                cordon: true,
+                ..BuiltIns::default()
+            },
+            vec![],
+        );
+        assert_eq!(
+            cordon.state_reasons(&states(false, true, false, &[])),
+            [NODE_CORDONED]
+        );
+        assert!(
+            cordon
+                .state_reasons(&states(false, true, true, &[]))
+                .is_empty()
+        );
+        assert!(
+            cordon
+                .state_reasons(&states(false, false, false, &[]))
+                .is_empty()
+        );
+        assert_eq!(
+            cordon.state_reasons(&states(true, true, false, &[DRAINED])),
+            [NODE_DELETING, NODE_CORDONED]
         );
     }
 

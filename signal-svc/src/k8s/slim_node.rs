@@ -9,7 +9,7 @@
 //! whole LIST page; it marks the object malformed, and the watch skips it with one warning.
 
 use crate::core::hold::HOLD_ANNOTATION;
-use crate::core::taints::{EXCLUDE_FROM_LB_LABEL, SPOT_NOTICE_HANDLED};
+use crate::core::taints::{EXCLUDE_FROM_LB_LABEL, SPOT_NOTICE_HANDLED, UPGRADE_STATUS_LABEL};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
@@ -17,7 +17,11 @@ use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-const KEPT_LABELS: &[&str] = &["topology.kubernetes.io/zone", EXCLUDE_FROM_LB_LABEL];
+const KEPT_LABELS: &[&str] = &[
+    "topology.kubernetes.io/zone",
+    EXCLUDE_FROM_LB_LABEL,
+    UPGRADE_STATUS_LABEL,
+];
 const KEPT_ANNOTATIONS: &[&str] = &[SPOT_NOTICE_HANDLED, HOLD_ANNOTATION];
 
 /// A leaf read leniently: `Err` keeps the reason instead of failing the whole object.
@@ -104,6 +108,8 @@ struct SlimMeta {
     resource_version: Leaf<String>,
     #[serde(default)]
     creation_timestamp: Leaf<Time>,
+    #[serde(default)]
+    deletion_timestamp: Leaf<Time>,
     #[serde(default, deserialize_with = "labels")]
     labels: Leaf<BTreeMap<String, String>>,
     #[serde(default, deserialize_with = "annotations")]
@@ -117,6 +123,8 @@ struct SlimSpec {
     provider_id: Leaf<String>,
     #[serde(default)]
     taints: Leaf<Vec<Taint>>,
+    #[serde(default)]
+    unschedulable: Leaf<bool>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -172,6 +180,11 @@ impl<'de> Deserialize<'de> for SlimNode {
                 "metadata.creationTimestamp",
                 &mut problems,
             ),
+            deletion_timestamp: take(
+                m.deletion_timestamp,
+                "metadata.deletionTimestamp",
+                &mut problems,
+            ),
             labels: take(m.labels, "metadata.labels", &mut problems),
             annotations: take(m.annotations, "metadata.annotations", &mut problems),
             ..ObjectMeta::default()
@@ -179,6 +192,7 @@ impl<'de> Deserialize<'de> for SlimNode {
         let spec = w.spec.map(|s| NodeSpec {
             provider_id: take(s.provider_id, "spec.providerID", &mut problems),
             taints: take(s.taints, "spec.taints", &mut problems),
+            unschedulable: take(s.unschedulable, "spec.unschedulable", &mut problems),
             ..NodeSpec::default()
         });
         let status = w.status.map(|s| NodeStatus {
@@ -245,12 +259,13 @@ mod tests {
             "metadata": {
                 "name": "aks-n-1", "uid": "u1", "resourceVersion": "42",
                 "creationTimestamp": "2026-08-01T05:00:00Z",
+                "deletionTimestamp": "2026-08-01T06:00:00Z", "finalizers": ["karpenter.sh/termination"],
                 "labels": {"topology.kubernetes.io/zone": "eastus-1", "kubernetes.azure.com/agentpool": "n",
-                           EXCLUDE_FROM_LB_LABEL: "karpenter"},
+                           EXCLUDE_FROM_LB_LABEL: "karpenter", UPGRADE_STATUS_LABEL: "Quarantined"},
                 "annotations": {SPOT_NOTICE_HANDLED: "2026-08-01T05:41:00Z", "node.alpha.kubernetes.io/ttl": "0"},
                 "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
             },
-            "spec": {"providerID": "azure:///x", "podCIDR": "10.244.0.0/24",
+            "spec": {"providerID": "azure:///x", "podCIDR": "10.244.0.0/24", "unschedulable": true,
                      "taints": [{"key": "k", "effect": "NoSchedule"}]},
             "status": {
                 "addresses": [{"type": "InternalIP", "address": "10.0.0.4"}],
@@ -266,9 +281,10 @@ mod tests {
         assert_eq!(meta.resource_version.as_deref(), Some("42"));
         assert_eq!(
             meta.labels.as_ref().unwrap().len(),
-            2,
-            "only the zone and exclusion labels"
+            3,
+            "only the zone, exclusion and upgrade-status labels"
         );
+        assert!(meta.deletion_timestamp.is_some());
         assert_eq!(
             meta.labels
                 .as_ref()
@@ -282,6 +298,7 @@ mod tests {
         let spec = node.spec.as_ref().unwrap();
         assert_eq!(spec.provider_id.as_deref(), Some("azure:///x"));
         assert!(spec.pod_cidr.is_none());
+        assert_eq!(spec.unschedulable, Some(true));
         assert_eq!(spec.taints.as_ref().unwrap()[0].key, "k");
         let status = node.status.as_ref().unwrap();
         assert_eq!(status.addresses.as_ref().unwrap().len(), 1);

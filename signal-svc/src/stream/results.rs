@@ -236,6 +236,7 @@ mod tests {
             condition_notice: None,
             spot_notice_handled: false,
             hold: None,
+            states: Default::default(),
         };
         let state = DesiredState {
             node,

@@ -243,6 +243,7 @@ fn node_view(n: usize) -> NodeView {
         condition_notice: None,
         spot_notice_handled: false,
         hold: None,
+        states: Default::default(),
     }
 }
 
