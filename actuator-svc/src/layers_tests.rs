@@ -18,10 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "inbound",
         &["arm", "identity", "lb", "metrics", "plan", "state"],
     ),
-    (
-        "grpc",
-        &["admin", "identity", "inbound", "metrics", "tls_reload"],
-    ),
+    ("grpc", &["identity", "inbound", "metrics", "tls_reload"]),
 ];
 
 /// The top-level modules a source text names through `crate::` (comments skipped).

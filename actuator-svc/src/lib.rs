@@ -22,11 +22,13 @@
 //!   loop, over `session`, its pure protocol), the tool RPCs (`tools`), durable holds relayed
 //!   to signal-svc (`holds`), request validation (`validate`).
 //! - `grpc`: the `cutover.v1.Actuator` service, mapping tonic to `inbound` behind mTLS
-//!   allow-lists (plaintext only with `--insecure-plaintext`); `admin`: `/live`, `/ready`, `/metrics`.
+//!   allow-lists (plaintext only with `--insecure-plaintext`).
 //! - `config::cli` (flags), `preflight` (`--preflight`, a read-only report of what cutover
 //!   would manage and what blocks it; classification is pure), `runtime` (wiring and drain).
+//!
+//! The admin port (`/live`, `/ready`, `/metrics`), the drain's signals and the backoff are
+//! `cutover_runtime`'s.
 
-pub mod admin;
 pub mod arm;
 pub mod bootstrap;
 pub mod config;

@@ -42,11 +42,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The first SIGTERM or SIGINT (a second one during the drain changes nothing).
 async fn wait_for_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
+    cutover_runtime::drain::Signals::install()?.recv().await;
     Ok(())
 }

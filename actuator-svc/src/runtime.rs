@@ -2,7 +2,6 @@
 //! the drain on shutdown. Everything is validated before any port is bound (steps 1 and 2,
 //! loading and the ARM client, are `bootstrap`'s, shared with `preflight`).
 
-use crate::admin;
 use crate::arm::ArmClient;
 use crate::arm::budget::{Limits, ToolShare};
 use crate::bootstrap;
@@ -18,6 +17,8 @@ use crate::state::Store;
 use crate::tls_reload::{self, TlsReloader};
 use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
+use cutover_runtime::admin::{self, Admin, Connections, Style};
+use cutover_runtime::backoff::Backoff;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +30,16 @@ use tokio::task::JoinHandle;
 
 /// How often unconfirmed results are sent again (signal-svc confirms within a round trip).
 const RESEND_EVERY: Duration = Duration::from_secs(3);
+
+/// How the admin port has always answered here: `/live` says `ok`, no content type on text
+/// answers, any method, HTTP/1.1 or HTTP/2, a pause after a failed accept.
+const ADMIN_STYLE: Style = Style {
+    live: "ok\n",
+    text_content_type: false,
+    get_only: false,
+    connections: Connections::Auto,
+    accept_error_pause: Some(Duration::from_millis(100)),
+};
 
 /// A running actuator.
 pub struct Running {
@@ -251,13 +262,19 @@ impl Parts {
         })
     }
 
+    /// The admin port, until the drain starts.
     fn spawn_admin(&self, listener: TcpListener, ready: admin::ReadyFn) -> JoinHandle<()> {
-        tokio::spawn(admin::serve(
-            listener,
+        let metrics = self.metrics.clone();
+        let admin = Admin {
             ready,
-            self.metrics.clone(),
-            self.shutdown.clone(),
-        ))
+            metrics: Arc::new(move || metrics.encode()),
+            style: ADMIN_STYLE,
+        };
+        let mut shutdown = self.shutdown.clone();
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        tokio::spawn(admin::serve(listener, admin, stop))
     }
 
     /// The `cutover.v1.Actuator` service.
@@ -327,8 +344,7 @@ impl Parts {
 }
 
 async fn token_probe(arm: ArmClient, ok: Arc<AtomicBool>, mut shutdown: watch::Receiver<bool>) {
-    let mut backoff =
-        crate::arm::retry::Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
     loop {
         match arm.token().await {
             Ok(_) => {

@@ -18,7 +18,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("k8s", &["core", "shared", "writers"]),
     ("leadership", &["core", "shared"]),
     ("stream", &["config", "core", "shared", "writers"]),
-    ("admin.rs", &["shared"]),
 ];
 
 /// The top-level modules a source text names through `crate::` (comments skipped).

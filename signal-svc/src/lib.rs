@@ -19,9 +19,9 @@
 //! Layers, bottom up; a module imports only from its own layer or below:
 //! [`core`] (pure decisions, no I/O) < [`config`], [`metrics`] < [`shared`] (state every task
 //! shares, behind methods) < [`writers`] (the leader's writes to Kubernetes) < [`k8s`],
-//! [`leadership`] < [`stream`] < [`runtime`] (the table of tasks), [`admin`].
+//! [`leadership`] < [`stream`] < [`runtime`] (the table of tasks). The admin port, the drain's
+//! signals and the backoff are `cutover_runtime`'s.
 
-pub mod admin;
 pub mod config;
 pub mod config_error;
 pub mod core;

@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
     };
     init_logs(format);
     let shutdown = CancellationToken::new();
-    tokio::spawn(signal_svc::runtime::drain_on_signals(shutdown.clone()));
+    tokio::spawn(cutover_runtime::drain::drain_on_signals(shutdown.clone()));
     signal_svc::runtime::run(config, shutdown).await?;
     Ok(())
 }

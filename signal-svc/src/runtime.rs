@@ -8,10 +8,11 @@ use crate::k8s::watch;
 use crate::leadership::election as leader;
 use crate::leadership::election::LeaseConfig;
 use crate::shared::{Core, Shared};
+use crate::stream;
 use crate::stream::StreamConfig;
 use crate::stream::discovery;
 use crate::writers::{events, gate, taint};
-use crate::{admin, stream};
+use cutover_runtime::admin::{self, Admin, Connections, Style};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -208,7 +209,8 @@ impl Wiring<'_> {
         let (ev_tx, ev_rx) = mpsc::channel(1024);
         let gate = gate::GateHandle::new();
         let c = &client;
-        spawn(tasks, "admin", admin::serve(listener, s.clone(), t.clone()));
+        let admin = admin::serve(listener, admin_port(s.clone()), t.clone().cancelled_owned());
+        spawn(tasks, "admin", admin);
         let node_watch = watch::nodes(c.clone(), s.clone(), gate.clone(), t.clone());
         spawn(tasks, "node watch", node_watch);
         spawn(
@@ -254,6 +256,26 @@ impl Wiring<'_> {
             stream::manager::run(stream_config(config, c), s.clone(), ep_rx, ev_tx, t.clone());
         spawn(tasks, "stream manager", streams);
         spawn(tasks, "readiness", log_when_ready(s, admin_addr, t));
+    }
+}
+
+/// How the admin port has always answered here: `/live` says `live`, text answers say
+/// `text/plain`, only GET and HEAD, HTTP/1.1 closed gracefully on shutdown.
+const ADMIN_STYLE: Style = Style {
+    live: "live\n",
+    text_content_type: true,
+    get_only: true,
+    connections: Connections::Http1Graceful,
+    accept_error_pause: None,
+};
+
+/// The admin port: `/ready` is [`Shared::is_ready`] (no reason given), `/metrics` the registry.
+fn admin_port(s: Arc<Shared>) -> Admin {
+    let m = s.clone();
+    Admin {
+        ready: Arc::new(move || s.is_ready().then_some(()).ok_or_else(String::new)),
+        metrics: Arc::new(move || m.metrics().encode()),
+        style: ADMIN_STYLE,
     }
 }
 
@@ -331,27 +353,4 @@ async fn drain(mut tasks: JoinSet<&'static str>, grace: Duration) {
 /// Binds and runs one instance until `shutdown` (the in-process entry used by tests).
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
     Service::bind(config).await?.run(shutdown).await
-}
-
-/// First SIGTERM/SIGINT starts the drain; a second one exits at once.
-pub async fn drain_on_signals(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!("signal received; draining (send again to exit at once)");
-    shutdown.cancel();
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    std::process::exit(130);
 }

@@ -1,7 +1,10 @@
-//! Which ARM failures are worth retrying, and the capped exponential backoff with jitter used
-//! between attempts. Pure.
+//! Which ARM failures are worth retrying, and how long to wait: `Retry-After`, else the capped
+//! exponential backoff with jitter (`cutover_runtime::backoff`). Pure.
 
 use std::time::Duration;
+
+/// The backoff between attempts (moved to `cutover_runtime`; named here for the writer).
+pub use cutover_runtime::backoff::Backoff;
 
 /// True for failures that a later identical request can fix: throttling (429, including NRP's
 /// `RetryableErrorDueToAnotherOperation` lock), timeouts (408), server errors (5xx) and
@@ -120,44 +123,6 @@ pub fn parse_retry_after(
         time::Duration::try_from(MAX_RETRY_AFTER).ok()?,
     );
     Duration::try_from(ahead).ok()
-}
-
-/// Capped exponential backoff with jitter. Time-free: the caller sleeps.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    cap: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    /// Starts at `base`, doubles per attempt, never above `cap`.
-    pub fn new(base: Duration, cap: Duration) -> Self {
-        Self {
-            base,
-            cap,
-            attempt: 0,
-        }
-    }
-
-    /// The next delay; `jitter` in `[0, 1]` picks a point in the upper half of the step, so
-    /// replicas that failed together do not retry together.
-    pub fn next_delay(&mut self, jitter: f64) -> Duration {
-        let factor = 2f64.powi(self.attempt.min(30) as i32);
-        self.attempt = self.attempt.saturating_add(1);
-        let step = (self.base.as_secs_f64() * factor).min(self.cap.as_secs_f64());
-        Duration::from_secs_f64(step * (0.5 + 0.5 * jitter.clamp(0.0, 1.0)))
-    }
-
-    /// Attempts made since the last reset.
-    pub fn attempts(&self) -> u32 {
-        self.attempt
-    }
-
-    /// Back to the first step after a success.
-    pub fn reset(&mut self) {
-        self.attempt = 0;
-    }
 }
 
 #[cfg(test)]
@@ -283,20 +248,5 @@ mod tests {
         quickcheck::QuickCheck::new()
             .tests(300)
             .quickcheck(prop as fn(Option<String>, Option<String>, i64) -> bool);
-    }
-
-    #[test]
-    fn backoff_doubles_to_the_cap_with_jitter_in_the_upper_half() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        assert_eq!(b.next_delay(1.0), Duration::from_millis(100));
-        assert_eq!(b.next_delay(1.0), Duration::from_millis(200));
-        assert_eq!(b.next_delay(0.0), Duration::from_millis(200));
-        for _ in 0..40 {
-            let d = b.next_delay(1.0);
-            assert!(d <= Duration::from_secs(1));
-        }
-        assert_eq!(b.next_delay(0.0), Duration::from_millis(500));
-        b.reset();
-        assert_eq!(b.next_delay(1.0), Duration::from_millis(100));
     }
 }

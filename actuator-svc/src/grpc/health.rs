@@ -4,8 +4,8 @@
 //! drain. A client that trusts health then never gets UNAVAILABLE from a replica it was told
 //! is serving.
 
-use crate::admin::ReadyFn;
 use cutover_proto::v1::actuator_server::ActuatorServer;
+use cutover_runtime::admin::ReadyFn;
 use std::time::Duration;
 use tokio::sync::watch;
 use tonic::server::NamedService;

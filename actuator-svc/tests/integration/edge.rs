@@ -2,10 +2,10 @@
 //! oversize message; reflection v1alpha; gRPC health following readiness and drain.
 
 use crate::common::*;
-use actuator_svc::admin::ReadyFn;
 use actuator_svc::grpc::health;
 use actuator_svc::inbound::validate;
 use cutover_proto::v1::*;
+use cutover_runtime::admin::ReadyFn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_stream::StreamExt;

@@ -15,13 +15,11 @@
 //! - [`gate`]: the drain gate, the Node condition `LoadBalancerAdminStateDown`.
 //! - [`lease`]: the leader-election decision for one observed Lease, epochs that never go back.
 //! - [`term`]: a leader's term: renew deadline, suspension, loss (client-go semantics).
-//! - [`backoff`]: capped exponential backoff with jitter.
 
 /// The field manager of every write signal-svc makes to a Node (taints, hold annotations).
 pub const FIELD_MANAGER: &str = "cutover-signal-svc";
 
 pub mod assign;
-pub mod backoff;
 pub mod coverage;
 pub mod dispatch;
 pub mod event;

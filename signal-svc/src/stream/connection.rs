@@ -8,12 +8,12 @@ use super::{
     ACK_TIMEOUT, AbortOnDrop, DELTA_BATCH, Ended, SNAPSHOT_CHUNK, StreamConfig, StreamError, msg,
 };
 use crate::core::assign::StreamId;
-use crate::core::backoff::Backoff;
 use crate::shared::Shared;
 use crate::writers::events::NodeEvent;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::signal_message::Kind;
 use cutover_proto::v1::{Hello, SignalMessage, Snapshot, SnapshotEnd};
+use cutover_runtime::backoff::Backoff;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! leads, reconnects with backoff on failure and stops on shutdown or when the endpoint goes.
 
 use super::{Ended, StreamConfig, StreamError, accepted_epoch, connection};
-use crate::core::backoff::Backoff;
 use crate::shared::Shared;
 use crate::writers::events::NodeEvent;
+use cutover_runtime::backoff::Backoff;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
