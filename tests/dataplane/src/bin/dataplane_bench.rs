@@ -267,6 +267,11 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
         },
         o => o.to_string(),
     };
+    if cli.down_resets_established {
+        println!(
+            "\nnote: U12 = true (Down resets established flows) is applied by the model only; the {realisation} run keeps them"
+        );
+    }
     let exe = std::env::current_exe()?;
     if realisation == "kernel" {
         netns::remove_stale();
