@@ -22,8 +22,32 @@ use tonic::{Status, Streaming};
 /// Where a stream's messages go (results, renewals, hold requests, its final status).
 pub type Outbox = mpsc::Sender<Result<ActuatorMessage, Status>>;
 
-/// The UIDs of the nodes this stream asserted: its client gets their results.
-type Mine = Arc<Mutex<HashSet<String>>>;
+/// The UIDs of the nodes this stream asserts: its client gets their results. A node leaves
+/// it with its Forget (a long-lived leader stream sees every node the cluster ever had).
+#[derive(Debug, Default)]
+struct Mine(Mutex<HashSet<String>>);
+
+impl Mine {
+    fn assert(&self, uid: &str) {
+        let mut set = self.0.lock();
+        if !set.contains(uid) {
+            set.insert(uid.to_owned());
+        }
+    }
+
+    fn forget(&self, uid: &str) {
+        self.0.lock().remove(uid);
+    }
+
+    fn contains(&self, uid: &str) -> bool {
+        self.0.lock().contains(uid)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+}
 
 /// Runs one desired-state stream until the client ends it or it must be refused.
 pub async fn serve(svc: Inbound, mut inbound: Streaming<SignalMessage>, tx: Outbox) {
@@ -34,7 +58,7 @@ pub async fn serve(svc: Inbound, mut inbound: Streaming<SignalMessage>, tx: Outb
     // This leader's predecessors have lost the Lease: their grants end here, not at lapse.
     svc.store.retire_grants_before(epoch);
     tracing::info!(sender = %hello.sender_identity, epoch, "desired-state stream opened");
-    let mine: Mine = Arc::default();
+    let mine: Arc<Mine> = Arc::default();
     // Subscribe before acknowledging, so no result of this stream's nodes is missed.
     let results = svc.store.subscribe();
     let ack = ActuatorMessage {
@@ -49,10 +73,12 @@ pub async fn serve(svc: Inbound, mut inbound: Streaming<SignalMessage>, tx: Outb
     if first {
         drop_memory_holds(&svc);
     }
+    let stream = svc.store.open_stream();
     // Taken before the HelloAck goes out: assignments that echo no renewal count from here.
     let mut renewals = Renewals::new(tokio::time::Instant::now());
     if tx.send(Ok(ack)).await.is_err() {
         svc.store.uplink().unregister(link);
+        svc.store.close_stream(stream);
         return;
     }
     let forward = tokio::spawn(forward_results(results, mine.clone(), tx.clone()));
@@ -60,12 +86,16 @@ pub async fn serve(svc: Inbound, mut inbound: Streaming<SignalMessage>, tx: Outb
         &svc,
         &mut inbound,
         Session::new(epoch),
-        &mine,
+        Ids {
+            stream,
+            mine: &mine,
+        },
         &mut renewals,
         &tx,
     )
     .await;
     svc.store.uplink().unregister(link);
+    svc.store.close_stream(stream);
     svc.store.stream_ended(epoch);
     if let Err(status) = outcome {
         tracing::warn!(error = %status.message(), "desired-state stream refused");
@@ -110,14 +140,15 @@ fn drop_memory_holds(svc: &Inbound) {
 }
 
 /// Sends the client the results of the nodes it asserted, until it goes away.
-async fn forward_results(mut results: broadcast::Receiver<NodeResult>, mine: Mine, tx: Outbox) {
+async fn forward_results(
+    mut results: broadcast::Receiver<NodeResult>,
+    mine: Arc<Mine>,
+    tx: Outbox,
+) {
     loop {
         match results.recv().await {
             Ok(r) => {
-                let ours = r
-                    .node
-                    .as_ref()
-                    .is_some_and(|n| mine.lock().contains(&n.uid));
+                let ours = r.node.as_ref().is_some_and(|n| mine.contains(&n.uid));
                 if ours
                     && tx
                         .send(Ok(ActuatorMessage {
@@ -138,16 +169,23 @@ async fn forward_results(mut results: broadcast::Receiver<NodeResult>, mine: Min
     }
 }
 
+/// Who a stream is to the store (its id) and the nodes it asserts.
+struct Ids<'a> {
+    stream: u64,
+    mine: &'a Mine,
+}
+
 /// The session after the `Hello`: each message checked against a newer epoch, stepped through
 /// the protocol, and its step applied. `Err`: the status that ends the stream.
 async fn run(
     svc: &Inbound,
     inbound: &mut Streaming<SignalMessage>,
     mut session: Session,
-    mine: &Mutex<HashSet<String>>,
+    ids: Ids<'_>,
     renewals: &mut Renewals,
     tx: &Outbox,
 ) -> Result<(), Status> {
+    let Ids { stream, mine } = ids;
     let mut shutdown = svc.shutdown.clone();
     loop {
         let msg = tokio::select! {
@@ -165,7 +203,7 @@ async fn run(
                 }
             }
             Step::SnapshotEnd => {
-                let dropped = svc.store.retain_stream(session.mentioned());
+                let dropped = svc.store.retain_stream(session.mentioned(), stream);
                 tracing::info!(nodes = session.received(), dropped, "snapshot applied");
             }
             Step::Assign(a) => {
@@ -182,7 +220,9 @@ async fn run(
                 svc.store.note_fleet(&node, version, phase);
             }
             Step::Forget { key, uid, version } => {
-                svc.store.forget(&key, &uid, version);
+                if svc.store.forget(&key, &uid, version, stream) == Offer::Applied {
+                    mine.forget(&uid);
+                }
             }
             Step::Nothing => {}
         }
@@ -191,8 +231,8 @@ async fn run(
 }
 
 /// Offers one validated desired state to the store, as this stream's.
-fn apply(svc: &Inbound, mine: &Mutex<HashSet<String>>, d: Desired) {
-    mine.lock().insert(d.node.uid.clone());
+fn apply(svc: &Inbound, mine: &Mine, d: Desired) {
+    mine.assert(&d.node.uid);
     if svc.store.offer(
         d.key,
         d.node,
@@ -226,4 +266,26 @@ async fn assign(
         kind: Some(actuator_message::Kind::Renew(Renew { seq })),
     };
     Ok(tx.send(Ok(renew)).await.is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mine;
+
+    /// N11: a stream's set of asserted nodes follows the cluster: 10,000 nodes created and
+    /// deleted leave it at its floor (the nodes still there).
+    #[test]
+    fn mine_returns_to_its_floor_under_node_churn() {
+        let mine = Mine::default();
+        mine.assert("stays");
+        for i in 0..10_000 {
+            let uid = format!("u{i}");
+            mine.assert(&uid);
+            mine.assert(&uid);
+            assert!(mine.contains(&uid));
+            mine.forget(&uid);
+        }
+        assert_eq!(mine.len(), 1);
+        assert!(mine.contains("stays"));
+    }
 }

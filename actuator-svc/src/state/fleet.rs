@@ -62,6 +62,11 @@ impl FleetPhases {
         }
     }
 
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub(super) fn remove(&mut self, uid: &str) {
         self.0.remove(uid);
     }

@@ -399,27 +399,56 @@ impl Store {
         Offer::Applied
     }
 
-    /// The node is gone: stop asserting it (no write).
-    pub fn forget(&self, key: &str, uid: &str, version: Version) -> Offer {
+    /// A desired-state stream opened (after its `Hello`): its id for [`Store::forget`],
+    /// [`Store::retain_stream`] and [`Store::close_stream`].
+    pub fn open_stream(&self) -> u64 {
+        self.inner.lock().table.open_stream()
+    }
+
+    /// The stream `id` ended: what was kept only against its late messages is dropped.
+    pub fn close_stream(&self, id: u64) {
+        self.inner.lock().table.close_stream(id);
+    }
+
+    /// Sizes of the per-node maps: held, known, stream versions, tombstones, fleet phases,
+    /// unconfirmed results (tests: churn must leave them at their floor).
+    #[cfg(test)]
+    pub(crate) fn map_sizes(&self) -> [usize; 6] {
+        let inner = self.inner.lock();
+        let [held, known, versions, tombstones] = inner.table.sizes();
+        [
+            held,
+            known,
+            versions,
+            tombstones,
+            inner.fleet.len(),
+            self.results.unconfirmed_len(),
+        ]
+    }
+
+    /// The node is gone (a Forget on stream `stream`): stop asserting it (no write), and
+    /// remember its version only while another open stream could still send an older one.
+    pub fn forget(&self, key: &str, uid: &str, version: Version, stream: u64) -> Offer {
         {
             let mut inner = self.inner.lock();
             if !inner.table.admit_stream(uid, version) {
                 return Offer::Stale;
             }
             inner.table.forget(key);
+            inner.table.bury(uid, stream);
             inner.fleet.remove(uid);
         }
         self.results.changed();
         Offer::Applied
     }
 
-    /// After a stream snapshot: stream-sourced nodes the snapshot did not mention stop being
-    /// asserted. Returns how many were dropped.
-    pub fn retain_stream(&self, mentioned: &HashSet<String>) -> usize {
+    /// After the snapshot of stream `stream`: stream-sourced nodes it did not mention stop
+    /// being asserted (their versions buried as after a Forget). Returns how many were dropped.
+    pub fn retain_stream(&self, mentioned: &HashSet<String>, stream: u64) -> usize {
         let dropped = {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
-            let dropped = inner.table.retain_stream(mentioned);
+            let dropped = inner.table.retain_stream(mentioned, stream);
             // Fleet statuses only for nodes a stream still asserts (memory stays bounded).
             let held = &inner.table.held;
             inner.fleet.retain(|uid| held.contains_key(uid));

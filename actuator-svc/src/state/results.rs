@@ -68,6 +68,11 @@ impl Results {
         self.emit(r);
     }
 
+    #[cfg(test)]
+    pub(super) fn unconfirmed_len(&self) -> usize {
+        self.unconfirmed.lock().len()
+    }
+
     /// The results not confirmed yet.
     pub(super) fn unconfirmed(&self) -> Vec<NodeResult> {
         self.unconfirmed.lock().values().cloned().collect()

@@ -6,7 +6,7 @@ use super::lbset::LbSet;
 use crate::lb::index::{Admin, NodeSpec};
 use cutover_proto::VersionExt;
 use cutover_proto::v1::{Hold, NodeRef, ResultPhase, Version};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::time::Instant;
@@ -37,13 +37,34 @@ pub(super) struct Known {
     pub hold: Option<Hold>,
 }
 
+/// The stream version of a node that left the stream `from` (Forget, or absent from its
+/// snapshot). Within one stream the leader never sends a node again below that version (a
+/// node it re-adds gets a newer one), so only another stream open at that moment (a
+/// reconnect's predecessor still draining, an older leader's) can still deliver an older
+/// message for it: the version is remembered until every such stream has closed.
+#[derive(Debug)]
+struct Tombstone {
+    uid: String,
+    version: Version,
+    from: u64,
+    /// The newest stream id then: streams with a larger id opened later.
+    newest_then: u64,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Table {
     pub(super) held: HashMap<Arc<str>, Held>,
     /// Every node the stream names, by key.
     known: HashMap<Arc<str>, Known>,
-    /// Newest stream version per node UID, kept after Forget so late messages stay dropped.
+    /// Newest stream version per node UID. Kept after the node left the stream (a Forget, or
+    /// absent from a snapshot) while a late message could still carry an older version: see
+    /// [`Tombstone`]; then dropped, so churn leaves nothing behind.
     stream_versions: HashMap<String, Version>,
+    /// The stream versions of nodes that left the stream, kept for late messages.
+    tombstones: Vec<Tombstone>,
+    /// The open desired-state streams (ids only grow).
+    streams: BTreeSet<u64>,
+    last_stream: u64,
     max_epoch: u64,
     /// The incarnation of the signal-svc process that first sent `max_epoch` (0: unknown).
     epoch_owner: u64,
@@ -94,6 +115,62 @@ impl Table {
         }
         self.stream_versions.insert(uid.to_string(), version);
         true
+    }
+
+    /// A desired-state stream opened: its id, for [`Table::bury`] and [`Table::close_stream`].
+    pub(super) fn open_stream(&mut self) -> u64 {
+        self.last_stream += 1;
+        self.streams.insert(self.last_stream);
+        self.last_stream
+    }
+
+    /// A stream closed: versions only it could still contradict are dropped.
+    pub(super) fn close_stream(&mut self, id: u64) {
+        if self.streams.remove(&id) {
+            let tombstones = std::mem::take(&mut self.tombstones);
+            for t in tombstones {
+                self.bury_or_keep(t);
+            }
+        }
+    }
+
+    /// Node `uid` left stream `from`: its stream version is kept only while another stream
+    /// open now could still deliver an older message for it.
+    pub(super) fn bury(&mut self, uid: &str, from: u64) {
+        let Some(version) = self.stream_versions.get(uid).copied() else {
+            return;
+        };
+        let t = Tombstone {
+            uid: uid.to_string(),
+            version,
+            from,
+            newest_then: self.last_stream,
+        };
+        self.bury_or_keep(t);
+    }
+
+    fn bury_or_keep(&mut self, t: Tombstone) {
+        let pending = self
+            .streams
+            .iter()
+            .any(|&s| s != t.from && s <= t.newest_then);
+        if pending {
+            self.tombstones.push(t);
+        } else if self.stream_versions.get(&t.uid) == Some(&t.version) {
+            // Unless a newer message named the node again meanwhile.
+            self.stream_versions.remove(&t.uid);
+        }
+    }
+
+    /// Sizes of the per-node maps (held, known, stream versions, tombstones), for tests.
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> [usize; 4] {
+        [
+            self.held.len(),
+            self.known.len(),
+            self.stream_versions.len(),
+            self.tombstones.len(),
+        ]
     }
 
     /// Inserts an instruction with `lbs` progress slots; returns the state it replaced when
@@ -207,12 +284,23 @@ impl Table {
         true
     }
 
-    /// Stream-sourced nodes not in `mentioned` stop being asserted; returns how many.
-    pub(super) fn retain_stream(&mut self, mentioned: &HashSet<String>) -> usize {
+    /// Stream-sourced nodes not in `mentioned` (the snapshot of stream `from`) stop being
+    /// asserted and their stream versions are buried; returns how many stopped.
+    pub(super) fn retain_stream(&mut self, mentioned: &HashSet<String>, from: u64) -> usize {
         let before = self.held.len();
         self.held
             .retain(|k, h| h.source != Source::Stream || mentioned.contains(&**k));
         self.known.retain(|k, _| mentioned.contains(&**k));
+        let buried: HashSet<&str> = self.tombstones.iter().map(|t| t.uid.as_str()).collect();
+        let gone: Vec<String> = self
+            .stream_versions
+            .keys()
+            .filter(|uid| !mentioned.contains(*uid) && !buried.contains(uid.as_str()))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.bury(&uid, from);
+        }
         before - self.held.len()
     }
 

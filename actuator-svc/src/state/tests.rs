@@ -75,13 +75,82 @@ fn stale_versions_are_dropped_per_uid() {
         Offer::Applied,
         "new epoch wins"
     );
-    assert_eq!(s.forget("u1", "u1", v(1, 9)), Offer::Stale);
-    assert_eq!(s.forget("u1", "u1", v(2, 1)), Offer::Applied);
+    // Two streams of the leader: the Forget comes on one while the other may still deliver.
+    let (s1, s2) = (s.open_stream(), s.open_stream());
+    assert_eq!(s.forget("u1", "u1", v(1, 9), s1), Offer::Stale);
+    assert_eq!(s.forget("u1", "u1", v(2, 1), s1), Offer::Applied);
     assert_eq!(
         offer(&s, "u1", Admin::Down, v(2, 1)),
         Offer::Stale,
-        "forget version remembered"
+        "forget version remembered while another stream is open"
     );
+    s.close_stream(s2);
+    assert_eq!(s.map_sizes()[2], 1, "u2 only: u1's version went with s2");
+}
+
+/// A Forget's version is kept against late messages of the streams open when it came, and no
+/// longer: the stream that sent it never sends the node again below it (the leader re-adds a
+/// node under a newer version), and a stream opened later starts from a snapshot without it.
+#[test]
+fn a_forget_is_remembered_until_the_streams_open_then_have_closed() {
+    let s = mk_store();
+    let old = s.open_stream();
+    let current = s.open_stream();
+    assert_eq!(offer(&s, "u1", Admin::Down, v(1, 5)), Offer::Applied);
+    assert_eq!(s.forget("u1", "u1", v(1, 6), current), Offer::Applied);
+    let later = s.open_stream();
+    // The old stream's late message for the node is dropped.
+    assert_eq!(offer(&s, "u1", Admin::Down, v(1, 5)), Offer::Stale);
+    s.close_stream(later);
+    assert_eq!(offer(&s, "u1", Admin::Down, v(1, 4)), Offer::Stale);
+    s.close_stream(old);
+    assert_eq!(s.map_sizes(), [0; 6], "nothing left of u1");
+    // Re-added by a newer version meanwhile: kept.
+    let other = s.open_stream();
+    assert_eq!(offer(&s, "u2", Admin::Down, v(1, 7)), Offer::Applied);
+    assert_eq!(s.forget("u2", "u2", v(1, 8), current), Offer::Applied);
+    assert_eq!(offer(&s, "u2", Admin::Down, v(1, 9)), Offer::Applied);
+    s.close_stream(other);
+    assert_eq!(offer(&s, "u2", Admin::None, v(1, 8)), Offer::Stale);
+}
+
+/// N11: 10,000 nodes created, cut, restored and deleted under one long-lived leader stream
+/// (and a snapshot that no longer names some) leave every per-node map of the store at its
+/// floor: the nodes that still exist.
+#[test]
+fn node_churn_leaves_the_per_node_maps_at_their_floor() {
+    let s = mk_store();
+    let stream = s.open_stream();
+    assert_eq!(offer(&s, "stays", Admin::Down, v(1, 1)), Offer::Applied);
+    let floor = s.map_sizes();
+    let mut seq = 1;
+    let mut next = || {
+        seq += 1;
+        v(1, seq)
+    };
+    for i in 0..10_000 {
+        let uid = format!("u{i}");
+        let down = next();
+        assert_eq!(offer(&s, &uid, Admin::Down, down), Offer::Applied);
+        s.report("a", &uid, down, LbProgress::Effective(vec![]), &[]);
+        s.note_status(&uid, down, ResultPhase::Effective);
+        let none = next();
+        assert_eq!(offer(&s, &uid, Admin::None, none), Offer::Applied);
+        s.report("a", &uid, none, LbProgress::Accepted(vec![]), &[]);
+        if i % 2 == 0 {
+            assert_eq!(s.forget(&uid, &uid, next(), stream), Offer::Applied);
+        }
+    }
+    // The odd ones vanished while the stream was away: the next stream's snapshot names only
+    // the node that stays.
+    s.close_stream(stream);
+    let again = s.open_stream();
+    assert_eq!(offer(&s, "stays", Admin::Down, v(1, 1)), Offer::Stale);
+    s.retain_stream(&["stays".to_string()].into(), again);
+    s.resend_unconfirmed();
+    assert_eq!(s.map_sizes(), floor);
+    s.close_stream(again);
+    assert_eq!(s.map_sizes(), floor);
 }
 
 #[test]
@@ -130,7 +199,7 @@ fn snapshot_end_drops_unmentioned_stream_nodes_only() {
     offer(&s, "u2", Admin::Down, v(1, 2));
     offer_tool(&s, "name:x".into(), "x");
     let keep: HashSet<String> = ["u2".to_string()].into();
-    assert_eq!(s.retain_stream(&keep), 1);
+    assert_eq!(s.retain_stream(&keep, 0), 1);
     let keys: Vec<_> = s.held().into_iter().map(|h| h.key.to_string()).collect();
     assert_eq!(keys, vec!["u2", "name:x"]);
 }
@@ -174,7 +243,7 @@ fn fleet_status_moves_forward_only_and_follows_the_newest_version() {
     assert_eq!(s.fleet_phase("u1", v(1, 1)), None, "about an older version");
     assert_eq!(s.fleet_phase("u1", v(1, 2)), Some(ResultPhase::Accepted));
     // A snapshot that no longer names the node drops its status too.
-    s.retain_stream(&HashSet::new());
+    s.retain_stream(&HashSet::new(), 0);
     assert_eq!(s.fleet_phase("u1", v(1, 2)), None);
 }
 
