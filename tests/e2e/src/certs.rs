@@ -1,11 +1,15 @@
 //! A throwaway certificate authority for the sandbox and the whole-system tests: one serving
 //! certificate for the actuators and one client certificate per caller identity, as the
-//! deploy manifests wire them from Secrets in a real cluster.
+//! deploy manifests wire them from Secrets in a real cluster. Identities are SANs only (the
+//! services never read the CN, and these certificates have none): each client certificate
+//! carries its DNS name (deploy/base's and the chart's existingSecrets identities) and its
+//! SPIFFE-style URI (the chart's cert-manager identities); the sandbox's actuators admit the
+//! URIs.
 
 use anyhow::Context;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 use std::path::{Path, PathBuf};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
@@ -26,6 +30,9 @@ pub struct Pki {
     pub tool: CertFiles,
     /// A client certificate from the same CA whose identity is on no allow-list.
     pub stranger: CertFiles,
+    /// A client certificate from the same CA with no SAN, its subject CN the tool's DNS name:
+    /// refused (UNAUTHENTICATED), since a CN is never an identity.
+    pub cn_only: CertFiles,
 }
 
 impl Pki {
@@ -43,23 +50,45 @@ impl Pki {
 
 /// DNS name in the actuator's serving certificate (and the `--tls-server-name` clients use).
 pub const ACTUATOR_NAME: &str = "actuator-svc.cutover.svc";
-/// Identity of signal-svc's client certificate.
+/// DNS identity of signal-svc's client certificate.
 pub const SIGNAL_NAME: &str = "signal-svc.cutover.svc";
-/// Identity of cutoverctl's client certificate.
+/// URI identity of signal-svc's client certificate (what the sandbox's actuators admit).
+pub const SIGNAL_URI: &str = "spiffe://cluster.local/ns/cutover/sa/signal-svc";
+/// DNS identity of cutoverctl's client certificate.
 pub const TOOL_NAME: &str = "cutoverctl.cutover.svc";
+/// URI identity of cutoverctl's client certificate (what the sandbox's actuators admit).
+pub const TOOL_URI: &str = "spiffe://cluster.local/ns/cutover/sa/cutoverctl";
 
+/// A leaf with SANs `name` and `extra_sans` (DNS names or IPs; URIs when they contain `://`)
+/// and no subject; `name` empty: no SAN, `cn` as the subject CN.
+#[allow(clippy::too_many_arguments)]
 fn leaf(
     dir: &Path,
     file: &str,
     name: &str,
     extra_sans: &[&str],
+    cn: Option<&str>,
     usage: ExtendedKeyUsagePurpose,
     ca: &CertifiedIssuer<'_, KeyPair>,
 ) -> anyhow::Result<CertFiles> {
-    let mut sans = vec![name.to_string()];
-    sans.extend(extra_sans.iter().map(|s| s.to_string()));
-    let mut params = CertificateParams::new(sans)?;
-    params.distinguished_name.push(DnType::CommonName, name);
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    for san in std::iter::once(&name)
+        .chain(extra_sans)
+        .filter(|s| !s.is_empty())
+    {
+        let san = if san.contains("://") {
+            SanType::URI(san.to_string().try_into()?)
+        } else if let Ok(ip) = san.parse() {
+            SanType::IpAddress(ip)
+        } else {
+            SanType::DnsName(san.to_string().try_into()?)
+        };
+        params.subject_alt_names.push(san);
+    }
+    params.distinguished_name = DistinguishedName::new();
+    if let Some(cn) = cn {
+        params.distinguished_name.push(DnType::CommonName, cn);
+    }
     params.extended_key_usages = vec![usage];
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, ca)?;
@@ -91,12 +120,38 @@ pub fn generate(dir: &Path) -> anyhow::Result<Pki> {
             "actuator",
             ACTUATOR_NAME,
             &["localhost", "127.0.0.1"],
+            None,
             ExtendedKeyUsagePurpose::ServerAuth,
             &ca,
         )?,
-        signal: leaf(dir, "signal", SIGNAL_NAME, &[], client.clone(), &ca)?,
-        tool: leaf(dir, "tool", TOOL_NAME, &[], client.clone(), &ca)?,
-        stranger: leaf(dir, "stranger", "stranger.example", &[], client, &ca)?,
+        signal: leaf(
+            dir,
+            "signal",
+            SIGNAL_NAME,
+            &[SIGNAL_URI],
+            None,
+            client.clone(),
+            &ca,
+        )?,
+        tool: leaf(
+            dir,
+            "tool",
+            TOOL_NAME,
+            &[TOOL_URI],
+            None,
+            client.clone(),
+            &ca,
+        )?,
+        stranger: leaf(
+            dir,
+            "stranger",
+            "stranger.example",
+            &["spiffe://cluster.local/ns/cutover/sa/stranger"],
+            None,
+            client.clone(),
+            &ca,
+        )?,
+        cn_only: leaf(dir, "cn-only", "", &[], Some(TOOL_NAME), client, &ca)?,
         ca: ca_path,
     })
 }

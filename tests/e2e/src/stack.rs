@@ -269,8 +269,10 @@ impl Stack {
             .arg(format!("--tls-cert={}", file(&p.actuator.cert)?))
             .arg(format!("--tls-key={}", file(&p.actuator.key)?))
             .arg(format!("--tls-client-ca={}", file(&p.ca)?))
-            .arg(format!("--signal-clients={}", certs::SIGNAL_NAME))
-            .arg(format!("--tool-clients={}", certs::TOOL_NAME))
+            // The URI identities (the chart's cert-manager ones); deploy/base's DNS names are
+            // in the same certificates (tests/e2e/tests/helm.rs runs those).
+            .arg(format!("--signal-clients={}", certs::SIGNAL_URI))
+            .arg(format!("--tool-clients={}", certs::TOOL_URI))
             .args(self.options.actuator_args.clone())
             .env("RUST_LOG", "info")
             .env("NO_PROXY", loopback_no_proxy())

@@ -1,5 +1,6 @@
 //! `cutoverctl` against real actuators over mutual TLS: set with a wait, get fresh from ARM,
-//! list held entries, JSON output, and the clear refusals (unknown certificate, bad input).
+//! list held entries, JSON output, and the clear refusals (unknown certificate, a certificate
+//! with only a CN, bad input).
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -126,6 +127,15 @@ async fn cutoverctl_sets_gets_and_lists_through_the_actuator() {
     assert_eq!(refused.status.code(), Some(1));
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("PermissionDenied"), "{err}");
+    // One whose subject CN names the tool but that has no SAN: a CN is never an identity.
+    let cn_only = sb.stack.pki.cn_only.clone();
+    let refused = ctl(&sb, &cn_only, &["get", &node]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("Unauthenticated") && err.contains("no DNS or URI subject alternative name"),
+        "{err}"
+    );
 
     // Bad input: the actuator names the field; a bad flag is a usage error.
     let bad = ctl(&sb, &tool, &["get", ""]);

@@ -1,0 +1,130 @@
+//! Issue 29 item 2, signal-svc's side: the actuator identity signal-svc trusts is
+//! `--tls-server-name`, checked as a DNS subject alternative name of the actuator's serving
+//! certificate, exactly (rustls/webpki: never the subject CN, no prefix or suffix; the
+//! certificate must chain to `--tls-ca`). An actuator whose certificate does not carry it gets
+//! no stream: signal-svc keeps reconnecting and stays not ready.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+const ACTUATOR: &str = "actuator-svc.cutover.svc";
+
+struct Ca(CertifiedIssuer<'static, KeyPair>);
+
+impl Ca {
+    fn new() -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "identities test CA");
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        Self(CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap())
+    }
+
+    /// A certificate with exactly `sans` (URIs when they contain `://`) and the CN `cn`.
+    fn leaf(
+        &self,
+        sans: &[&str],
+        cn: Option<&str>,
+        usage: ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.subject_alt_names = sans
+            .iter()
+            .map(|s| {
+                if s.contains("://") {
+                    SanType::URI((*s).try_into().unwrap())
+                } else {
+                    SanType::DnsName((*s).try_into().unwrap())
+                }
+            })
+            .collect();
+        p.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = cn {
+            p.distinguished_name.push(DnType::CommonName, cn);
+        }
+        p.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.0).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_actuator_must_present_the_expected_name_as_a_san_never_as_the_cn() {
+    let ca = Ca::new();
+    let c = cluster(6).await;
+    let write = |name: &str, body: &str| {
+        let p = c.dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let ca_file = write("ca.crt", &ca.0.pem());
+    let (cert, key) = ca.leaf(
+        &["spiffe://cluster.local/ns/cutover/sa/signal-svc"],
+        None,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let cert = write("tls.crt", &cert);
+    let key = write("tls.key", &key);
+    let flags = [
+        format!("--tls-ca={ca_file}"),
+        format!("--tls-cert={cert}"),
+        format!("--tls-key={key}"),
+        format!("--tls-server-name={ACTUATOR}"),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let serving = |sans: &[&str], cn: Option<&str>| {
+        let (cert, key) = ca.leaf(sans, cn, ExtendedKeyUsagePurpose::ServerAuth);
+        ServerTlsConfig::new()
+            .identity(Identity::from_pem(cert, key))
+            .client_ca_root(Certificate::from_pem(ca.0.pem()))
+    };
+
+    let refused: [(&str, &[&str], Option<&str>); 4] = [
+        ("cn-only", &[], Some(ACTUATOR)),
+        (
+            "suffix",
+            &["actuator-svc.cutover.svc.evil.example"],
+            Some(ACTUATOR),
+        ),
+        ("prefix", &["x.actuator-svc.cutover.svc"], None),
+        (
+            "uri-same-text",
+            &["spiffe://actuator-svc.cutover.svc"],
+            Some(ACTUATOR),
+        ),
+    ];
+    for (i, (label, sans, cn)) in refused.into_iter().enumerate() {
+        let act = FakeActuator::start_with(label, Mode::Effective, Some(serving(sans, cn))).await;
+        let s = start(&c, &format!("pod-{i}"), &[act.endpoint()], &flags).await;
+        eventually(&format!("{label}: reconnect attempts"), || async {
+            (s.metric("cutover_signal_stream_reconnects_total", "").await >= 2.0).then_some(())
+        })
+        .await;
+        assert_eq!(s.get("/ready").await.0, 503, "{label}");
+        assert_eq!(
+            act.state.completed_snapshots(),
+            0,
+            "{label}: a stream got through"
+        );
+        s.stop().await;
+    }
+
+    // The name as a DNS SAN (no CN at all): the stream flows.
+    let act =
+        FakeActuator::start_with("exact", Mode::Effective, Some(serving(&[ACTUATOR], None))).await;
+    let s = start(&c, "pod-ok", &[act.endpoint()], &flags).await;
+    s.wait_ready().await;
+    assert!(act.state.completed_snapshots() >= 1);
+    s.stop().await;
+}
