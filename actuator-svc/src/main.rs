@@ -1,7 +1,7 @@
 //! actuator-svc binary: parse flags, set up logging, run until SIGTERM/SIGINT, drain.
 
 use actuator_svc::config::azure_json::EnvOverrides;
-use actuator_svc::config::cli::{Args, LogFormat};
+use actuator_svc::config::cli::Args;
 use clap::Parser;
 
 /// jemalloc, not glibc malloc: glibc kept freed memory in its heaps (fragmented between
@@ -15,19 +15,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    match args.log_format {
-        LogFormat::Json => tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init(),
-        // Colour only on a terminal: log files and collectors get plain text.
-        LogFormat::Plain => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .init(),
-    }
+    cutover_runtime::log::init(args.log_format);
     if args.preflight {
         let report = actuator_svc::preflight::run(&args, &EnvOverrides::from_process()).await?;
         print!("{}", report.text);

@@ -1,7 +1,7 @@
 //! signal-svc binary: parse, validate, log, run until SIGTERM.
 
 use clap::Parser;
-use signal_svc::config::{Args, LogFormat};
+use signal_svc::config::Args;
 use tokio_util::sync::CancellationToken;
 
 /// jemalloc, not glibc malloc: glibc kept freed memory in its heaps (fragmented between
@@ -11,20 +11,6 @@ use tokio_util::sync::CancellationToken;
 /// than glibc here. Figures: docs/performance.md, memory and scale.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only on a terminal: log files and collectors get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Plain => b.init(),
-    }
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -37,7 +23,7 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    init_logs(format);
+    cutover_runtime::log::init(format);
     let shutdown = CancellationToken::new();
     tokio::spawn(cutover_runtime::drain::drain_on_signals(shutdown.clone()));
     signal_svc::runtime::run(config, shutdown).await?;

@@ -2,32 +2,21 @@
 
 use crate::identity::{self, Allowed};
 use crate::writer::Strategy;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Parses `500ms`, `20s`, `5m`, `1h` or plain seconds.
+/// Parses `500ms`, `20s`, `5m`, `1h` or plain seconds ([`cutover_runtime::duration::parse`]),
+/// refusing in actuator-svc's words.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 20s, 5m)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a valid duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    use cutover_runtime::duration::{DurationError, parse};
+    let text = s.trim();
+    parse(s).map_err(|e| match e {
+        DurationError::NotANumber => format!("{text:?} is not a duration (e.g. 500ms, 20s, 5m)"),
+        DurationError::Unit(unit) => format!("unknown unit {unit:?} in {text:?} (ms, s, m, h)"),
+        DurationError::NotFinite => format!("{text:?} is not a valid duration"),
+    })
 }
 
 /// Parses a read interval: at least 10 ms (zero would read an LB in a busy loop).
@@ -87,12 +76,8 @@ pub fn parse_read_budget(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Plain,
-    Json,
-}
+/// Log output format (moved to `cutover_runtime`).
+pub use cutover_runtime::log::LogFormat;
 
 /// actuator-svc flags.
 #[derive(Debug, Clone, Parser)]
@@ -335,14 +320,19 @@ mod tests {
         assert!(bad.is_err());
     }
 
+    /// The texts are `cutover_runtime::duration`'s (tested there); the refusals are worded here.
     #[test]
     fn durations() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert_eq!(
+            parse_duration("soon"),
+            Err(r#""soon" is not a duration (e.g. 500ms, 20s, 5m)"#.into())
+        );
+        assert_eq!(
+            parse_duration(" 5d"),
+            Err(r#"unknown unit "d" in "5d" (ms, s, m, h)"#.into())
+        );
     }
 
     #[test]
