@@ -1288,6 +1288,14 @@ fn every_metric_the_dashboard_and_alerts_name_is_registered() {
         "CutoverUnexplainedDownRepaired",
         "cutover_actuator_restored_total",
     );
+    expect(
+        "CutoverInsecurePlaintext",
+        "cutover_actuator_insecure_plaintext",
+    );
+    expect(
+        "CutoverClientsRefused",
+        "cutover_actuator_auth_refused_total",
+    );
 }
 
 #[tokio::test]
@@ -1877,4 +1885,37 @@ fn alerts_fire_when_a_whole_component_is_gone() {
         "one replica: absence alerts only"
     );
     assert!(single.contains("CutoverSignalAbsent"));
+}
+
+/// `signal.triggers` (issue 28 item 5): the defaults render no trigger flag (signal-svc's own
+/// defaults: deletion on, the cordon-based triggers off); each value renders the flag
+/// signal-svc takes; a value that is not a boolean is refused at render time.
+#[test]
+fn trigger_values_render_the_flags_signal_svc_takes() {
+    let docs = render("default", &[]);
+    for f in [
+        "trigger-node-deleting",
+        "trigger-drain-conditions",
+        "trigger-cordon",
+    ] {
+        assert_eq!(flag(&docs, "signal-svc", f), None, "{f}");
+    }
+    let docs = render_defaults(&[
+        "signal.triggers.nodeDeleting=false",
+        "signal.triggers.drainConditions=true",
+        "signal.triggers.cordon=true",
+    ])
+    .unwrap();
+    for (f, v) in [
+        ("trigger-node-deleting", "false"),
+        ("trigger-drain-conditions", "true"),
+        ("trigger-cordon", "true"),
+    ] {
+        assert_eq!(flag(&docs, "signal-svc", f).as_deref(), Some(v), "{f}");
+    }
+    signal_svc_accepts(&docs).unwrap();
+    let err = render_defaults(&["signal.triggers.cordon=yes"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cordon"), "{err}");
 }
