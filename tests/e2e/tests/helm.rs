@@ -1233,6 +1233,7 @@ fn registered_names() -> BTreeSet<String> {
     actuator.tool_limited("set");
     actuator.unknown_answer("negative");
     actuator.restored(&["lb".to_string()]);
+    actuator.auth_refused("tool", "no_san");
     let mut names = series_names(&signal.encode());
     names.extend(series_names(&actuator.encode()));
     names

@@ -13,6 +13,10 @@
 //! The proxy listens on 127.0.0.2, the API server on 127.0.0.1: kube 5 on its own checks
 //! `NO_PROXY` against the proxy's address, so `NO_PROXY=127.0.0.1` proves signal-svc matches it
 //! against the API server's.
+//!
+//! And `sandbox serve`, started with proxy variables naming a proxy that refuses every
+//! connection and no `NO_PROXY`, comes up (every service ready): the sandbox's own Kubernetes
+//! clients go direct and its services get `NO_PROXY` plus loopback.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -177,8 +181,64 @@ async fn wait_leading(proc: &mut Proc, admin: u16, timeout: Duration) {
     }
 }
 
+/// One system at a time: each test starts API server, simulator and service processes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_serve_comes_up_with_proxy_variables_set() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let dir = std::env::temp_dir().join(format!("cutover-e2e-proxy-sb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Port 9 on loopback: nothing listens, every connection through it is refused.
+    let dead = "http://127.0.0.1:9";
+    let mut spec = Spec::new("sandbox", env!("CARGO_BIN_EXE_sandbox").into())
+        .args([
+            "serve",
+            "--nodes",
+            "12",
+            "--actuators",
+            "1",
+            "--kube",
+            "sim",
+        ])
+        .arg("--cadence=fast")
+        .arg(format!("--run-dir={}", dir.join("run").display()));
+    for (k, v) in proxy_env(dead, "") {
+        spec = spec.env(k, v);
+    }
+    spec = spec.env("ALL_PROXY", dead).env("all_proxy", dead);
+    let mut proc = Proc::start(&spec, &dir).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let log = std::fs::read_to_string(&proc.log).unwrap_or_default();
+        if log.contains("cutover sandbox is up") {
+            break;
+        }
+        assert!(
+            proc.is_running(),
+            "sandbox serve exited with proxy variables set:\n{}",
+            proc.log_tail(30)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "sandbox serve not up after 240 s:\n{}",
+            proc.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Ctrl-C, as a user stops it (it stops its services and simulators).
+    proc.signal("INT").await;
+    let stop = Instant::now() + Duration::from_secs(60);
+    while proc.is_running() && Instant::now() < stop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proc.terminate(Duration::from_secs(5)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signal_svc_reaches_the_api_server_directly_or_through_a_connect_proxy() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let dir = std::env::temp_dir().join(format!("cutover-e2e-proxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut options = StackOptions::fast("aks", 8, dir.clone());
