@@ -11,8 +11,8 @@
 
 use crate::helper::{ClientEvent, ProbeLine, ProbeTarget, outcome_parse};
 use crate::model::{
-    Admin, Mode, NodeTimeline, Policy, ProbeKind, ProbeOutcome, ProbeState, eligible,
-    probe_eval_time, probe_kind,
+    Admin, NodeTimeline, Policy, ProbeKind, ProbeOutcome, ProbeState, eligible, probe_eval_time,
+    probe_kind,
 };
 use crate::netns::{self, HCNP_PORT, HEALTHZ_PORT, Lab, SERVICE_PORT, VIP, member_ip};
 use crate::params::Range;
@@ -428,7 +428,7 @@ pub async fn run_cell(
         }
     }
     evs.push((node.dead, Ev::Dead));
-    if sc.mode == Mode::Cutover {
+    if sc.mode.is_cutover() {
         for mux in 0..muxes {
             if let Some(d) = node.admin_down_for_mux(&sc.unknowns, &mut rng) {
                 evs.push((d, Ev::AdminDown { mux }));

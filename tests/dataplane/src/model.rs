@@ -17,6 +17,12 @@ pub enum Departure {
     /// Spot eviction: `Preempt` notice at 0 (cutover's signal; KEP-3836 blind), VM gone after
     /// `notice` seconds; AKS's best-effort drain is taken as absent (pessimistic).
     Spot { notice: f64 },
+    /// AKS node image / version upgrade (4.4 `upgrade`): cordon at 0 (no taint, no
+    /// `deletionTimestamp`: KEP-3836 and cutover's default triggers are blind; only
+    /// `--trigger-cordon` sees it), the node's pods evicted as in [`Departure::Planned`], soak 0,
+    /// the VM stops forwarding at the reimage start, `drain` seconds after the cordon
+    /// (the contract's drain timeout is [`crate::params::AKS_DRAIN_TIMEOUT`]).
+    AksUpgrade { drain: f64 },
 }
 
 impl fmt::Display for Departure {
@@ -25,6 +31,7 @@ impl fmt::Display for Departure {
             Departure::Planned => write!(f, "planned (CA)"),
             Departure::SilentDeath => write!(f, "silent VM death"),
             Departure::Spot { notice } => write!(f, "Spot, {notice:.0} s notice"),
+            Departure::AksUpgrade { drain } => write!(f, "AKS upgrade, {drain:.0} s drain"),
         }
     }
 }
@@ -53,8 +60,18 @@ pub enum Mode {
     /// AKS shared-probe mode: eTP Cluster rules probe kube-proxy's `/healthz` (KEP-3836);
     /// eTP Local rules unchanged.
     Kep3836,
-    /// cutover: `adminState=Down` written at the signal (default probes underneath).
+    /// cutover: `adminState=Down` written at the signal (default probes underneath), with
+    /// signal-svc's default triggers (CA taint, Spot notice, `deletionTimestamp`; not a cordon).
     Cutover,
+    /// cutover with signal-svc's opt-in `--trigger-cordon`: a cordon is a signal too.
+    CutoverCordon,
+}
+
+impl Mode {
+    /// Whether cutover writes `Down` in this mode (at its signal).
+    pub fn is_cutover(self) -> bool {
+        matches!(self, Mode::Cutover | Mode::CutoverCordon)
+    }
 }
 
 impl fmt::Display for Mode {
@@ -63,6 +80,7 @@ impl fmt::Display for Mode {
             Mode::ProbeOnly => "probe-only",
             Mode::Kep3836 => "KEP-3836 shared",
             Mode::Cutover => "cutover",
+            Mode::CutoverCordon => "cutover --trigger-cordon",
         })
     }
 }
@@ -122,16 +140,18 @@ impl NodeTimeline {
             Departure::Planned => (t.planned_lead.draw(rng), Some(0.0), true),
             Departure::SilentDeath => (0.0, None, false),
             Departure::Spot { notice } => (notice, None, true),
+            // A cordon only: no CA taint, no deletionTimestamp (KEP-3836 blind).
+            Departure::AksUpgrade { drain } => (drain, None, mode == Mode::CutoverCordon),
         };
         let (local_terminating, local_exit) = match (dep, policy) {
-            (Departure::Planned, Policy::Local) => {
+            (Departure::Planned | Departure::AksUpgrade { .. }, Policy::Local) => {
                 let term = t.planned_evict_after.draw(rng);
                 let exit = (term + t.local_pod_exit_after.draw(rng)).min(dead);
                 (Some(term), Some(exit))
             }
             _ => (None, None),
         };
-        let (cutover_put, cutover_lro_done) = if mode == Mode::Cutover && signal_for_cutover {
+        let (cutover_put, cutover_lro_done) = if mode.is_cutover() && signal_for_cutover {
             let put = t.cutover_put_after.draw(rng);
             (Some(put), Some(put + t.arm_operation.draw(rng)))
         } else {
@@ -590,6 +610,68 @@ mod tests {
         let done = spot.cutover_lro_done.unwrap();
         assert!((10.2..=20.2).contains(&done));
         assert_eq!(spot.dead, 30.0);
+    }
+
+    #[test]
+    fn aks_upgrade_loses_new_flows_only_after_the_reimage_unless_the_cordon_cuts() {
+        use crate::sim::{Scenario, run_cell};
+        let drain = 30.0;
+        let dep = Departure::AksUpgrade { drain };
+        let mk = |policy, mode| {
+            let mut sc = Scenario::new(dep, policy, mode);
+            sc.clients.pool = 0;
+            sc.clients.streams = 0;
+            sc
+        };
+        // No taint, no deletionTimestamp: KEP-3836's /healthz and cutover's defaults see nothing.
+        let mut rng = StdRng::seed_from_u64(3);
+        let t = Timings::default();
+        for mode in [Mode::ProbeOnly, Mode::Kep3836, Mode::Cutover] {
+            let node = NodeTimeline::draw(dep, Policy::Cluster, mode, &t, &mut rng);
+            assert_eq!(node.kep_unhealthy, None);
+            assert_eq!(node.cutover_lro_done, None);
+            assert_eq!(node.dead, drain);
+        }
+        // Probe-only, eTP Cluster: the node serves through the drain; every failed new
+        // connection is a SYN to the reimaged VM, and the node takes new flows until the
+        // probe notices it (after the reimage).
+        let sc = mk(Policy::Cluster, Mode::ProbeOnly);
+        for seed in 0..20 {
+            let r = run_cell(&sc, seed);
+            assert!(r.failed_new > 0, "{r:?}");
+            assert_eq!(
+                r.by_cause.get(&("new".to_string(), "vm_dead".to_string())),
+                Some(&r.failed_new),
+                "{r:?}"
+            );
+            assert!(r.last_new_on_node.unwrap() >= drain, "{r:?}");
+            // Not one new flow lost during the drain: the node is still eligible when it dies.
+            let plan = crate::sim::plan(&sc, &mut StdRng::seed_from_u64(seed));
+            assert!(plan.views.iter().all(|v| v.eligible(drain - 1e-9)));
+        }
+        // cutover --trigger-cordon: Down at 0.2 s + the operation + A, before the reimage when
+        // the operation is shorter than the drain: no new connection fails.
+        for op in [
+            Range::new(10.0, 20.0),
+            Range::fixed(2.0),
+            Range::fixed(24.0),
+        ] {
+            let mut sc = mk(Policy::Cluster, Mode::CutoverCordon);
+            sc.timings.arm_operation = op;
+            let r = crate::sim::run_cell_mean(&sc, 50);
+            assert_eq!(r.failed_new + r.failed_reconnect, 0, "op {op:?}: {r:?}");
+            assert!(
+                r.last_new_on_node.unwrap_or(0.0) < drain,
+                "op {op:?}: {r:?}"
+            );
+        }
+        // The plain-cordon-blind default equals probe-only, seed by seed.
+        for seed in 0..5 {
+            assert_eq!(
+                run_cell(&mk(Policy::Cluster, Mode::Cutover), seed),
+                run_cell(&mk(Policy::Cluster, Mode::ProbeOnly), seed)
+            );
+        }
     }
 
     #[test]

@@ -193,6 +193,12 @@ impl LbParams {
     }
 }
 
+/// An AKS upgrade's drain, cordon to reimage start, at most (contract 4.4 `upgrade`: "drain
+/// <= 30 min", AKS's default drain timeout); the bench's default is 30 s
+/// (`dataplane_bench --upgrade-drain-s`) to keep real-time runs short: with the probe-only and
+/// cutover-default modes the failures come after the reimage whatever the drain lasts.
+pub const AKS_DRAIN_TIMEOUT: f64 = 1800.0;
+
 /// Departure timings (contract 4.4, 6.4) and cutover's own path to `Down`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timings {

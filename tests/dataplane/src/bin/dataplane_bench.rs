@@ -58,9 +58,13 @@ struct Cli {
     /// Also print every row's failures by kind and cause.
     #[arg(long)]
     causes: bool,
-    /// Only these departures (comma list of planned, silent, spot30, spot5).
-    #[arg(long, default_value = "planned,silent,spot30,spot5")]
+    /// Only these departures (comma list of planned, silent, spot30, spot5, upgrade).
+    #[arg(long, default_value = "planned,silent,spot30,spot5,upgrade")]
     flows: String,
+    /// The AKS upgrade's drain, cordon to reimage start, in seconds (the contract allows up to
+    /// AKS's 30 min drain timeout; 30 s keeps real-time runs short).
+    #[arg(long, default_value_t = 30.0)]
+    upgrade_drain_s: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -123,7 +127,7 @@ fn parse_range(s: &str) -> anyhow::Result<Range> {
     })
 }
 
-fn departures(s: &str) -> anyhow::Result<Vec<Departure>> {
+fn departures(s: &str, upgrade_drain: f64) -> anyhow::Result<Vec<Departure>> {
     s.split(',')
         .map(|f| {
             Ok(match f.trim() {
@@ -131,6 +135,9 @@ fn departures(s: &str) -> anyhow::Result<Vec<Departure>> {
                 "silent" => Departure::SilentDeath,
                 "spot30" => Departure::Spot { notice: 30.0 },
                 "spot5" => Departure::Spot { notice: 5.0 },
+                "upgrade" => Departure::AksUpgrade {
+                    drain: upgrade_drain,
+                },
                 o => anyhow::bail!("unknown flow {o}"),
             })
         })
@@ -181,9 +188,24 @@ fn main() -> anyhow::Result<()> {
 async fn bench(cli: Cli) -> anyhow::Result<()> {
     let arm = parse_range(&cli.arm_op_s)?;
     let mut cells = Vec::new();
-    for dep in departures(&cli.flows)? {
+    anyhow::ensure!(
+        cli.upgrade_drain_s >= 0.0,
+        "--upgrade-drain-s must not be negative"
+    );
+    for dep in departures(&cli.flows, cli.upgrade_drain_s)? {
+        // A cordon is a signal only with signal-svc's opt-in --trigger-cordon: its row is the
+        // upgrade's alone (every other departure has a default signal or none at all).
+        let modes: &[Mode] = match dep {
+            Departure::AksUpgrade { .. } => &[
+                Mode::ProbeOnly,
+                Mode::Kep3836,
+                Mode::Cutover,
+                Mode::CutoverCordon,
+            ],
+            _ => &[Mode::ProbeOnly, Mode::Kep3836, Mode::Cutover],
+        };
         for pol in [Policy::Cluster, Policy::Local] {
-            for mode in [Mode::ProbeOnly, Mode::Kep3836, Mode::Cutover] {
+            for &mode in modes {
                 let mut sc = Scenario::new(dep, pol, mode);
                 sc.members = cli.members;
                 sc.clients.new_per_sec = cli.rate;
