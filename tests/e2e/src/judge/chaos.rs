@@ -518,10 +518,23 @@ pub fn leader_flaps(epochs: &[(Timestamp, u64)], faults: &[Active], b: &Bounds) 
     let bound = ms(b.signal_failover_ms + 1000);
     let mut used = vec![false; faults.len()];
     let mut out = Vec::new();
+    // API latency slows a failover by up to three delayed calls: the standby's last read of
+    // the unchanged record, its acquiring write and the sampler's read (a 7.3 s failover under
+    // 1.6 s of latency, soak seed 7).
+    let slowed = |from: Timestamp| {
+        let worst = faults
+            .iter()
+            .filter(|l| l.kind == FaultKind::KubeLatency)
+            .filter(|l| l.start <= from + bound && l.end >= from)
+            .map(|l| l.param)
+            .max()
+            .unwrap_or(0);
+        bound + ms(3 * worst)
+    };
     for (at, epoch) in epochs.iter().skip(1) {
         let explains = |f: &Active| match f.kind {
             FaultKind::SignalKill | FaultKind::SignalTerm | FaultKind::LeaseDeleted => {
-                *at >= f.start && *at <= f.start + bound
+                *at >= f.start && *at <= f.start + slowed(f.start)
             }
             FaultKind::SignalStop => *at >= f.start && *at <= f.end + bound,
             // Past the lease duration the leader lets go and takes a new epoch (N1's fix:
@@ -901,5 +914,20 @@ mod tests {
         // A stop explains a change until a failover after it ends.
         let stop = fault(FaultKind::SignalStop, 30_000, 45_000);
         assert!(leader_flaps(&unexplained, &[stop], &b).is_empty());
+        // API latency lengthens a failover by three delayed calls, no more.
+        let kill = fault(FaultKind::SignalKill, 10_000, 17_000);
+        let slow = Active {
+            param: 1500,
+            ..fault(FaultKind::KubeLatency, 0, 60_000)
+        };
+        let late = [(at(0), 1), (at(17_300), 2)];
+        assert_eq!(
+            leader_flaps(&late, std::slice::from_ref(&kill), &b).len(),
+            1,
+            "7.3 s without latency is beyond the bound"
+        );
+        assert!(leader_flaps(&late, &[kill.clone(), slow.clone()], &b).is_empty());
+        let too_late = [(at(0), 1), (at(22_000), 2)];
+        assert_eq!(leader_flaps(&too_late, &[kill, slow], &b).len(), 1);
     }
 }
