@@ -120,9 +120,19 @@ pub async fn nodes(
     }
 }
 
+/// Where `PreemptScheduled` Events are recorded: node-problem-detector records them through
+/// client-go's recorder about a cluster-scoped Node, whose event namespace `""` becomes
+/// `default` (contracts/kube.md 4.5). Watching only there lets RBAC grant list/watch on events
+/// in one namespace instead of the whole cluster.
+pub const EVENTS_NAMESPACE: &str = "default";
+
 /// Runs the `PreemptScheduled` event watch until shutdown.
 pub async fn events(client: kube::Client, shared: Arc<Shared>, shutdown: CancellationToken) {
-    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<CoreEvent>(&()));
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        EVENTS_NAMESPACE,
+        &ApiResource::erase::<CoreEvent>(&()),
+    );
     let cfg = watcher::Config::default().fields(EVENT_SELECTOR);
     let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
     loop {

@@ -298,22 +298,22 @@ fn set(items: &[(&str, &str, &str, &str)]) -> BTreeSet<(String, String, String, 
 
 /// What signal-svc calls (see signal-svc's watch, taint, gate, leader and results modules; the
 /// whole-system test `rbac_matches_calls` checks the same set against the request log).
-/// Core events are watched at the cluster scope (watch.rs lists /api/v1/events); the Node events
-/// it records go to namespace `default` only ([`SIGNAL_EVENT_RULES`], a Role there).
-pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 7] = [
+/// Every event it reads or writes is in namespace `default` ([`SIGNAL_EVENT_RULES`], a Role
+/// there): PreemptScheduled is watched there only (watch.rs `EVENTS_NAMESPACE`).
+pub const SIGNAL_CLUSTER_RULES: [(&str, &str, &str, &str); 5] = [
     ("", "nodes", "get", ""),
     ("", "nodes", "list", ""),
     ("", "nodes", "watch", ""),
     ("", "nodes", "patch", ""),
     ("", "nodes/status", "patch", ""),
-    ("", "events", "list", ""),
-    ("", "events", "watch", ""),
 ];
 
 /// The Role `cutover-signal-svc-events` in namespace `default`, where a Node's events go.
-pub const SIGNAL_EVENT_RULES: [(&str, &str, &str, &str); 2] = [
+pub const SIGNAL_EVENT_RULES: [(&str, &str, &str, &str); 4] = [
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
+    ("", "events", "list", ""),
+    ("", "events", "watch", ""),
 ];
 
 /// deploy/base refuses to render without a registry (a bare `cutover/...` would come from
