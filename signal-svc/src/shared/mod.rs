@@ -160,7 +160,11 @@ impl Shared {
 
     /// The actuator endpoints changed: their outboxes follow, and the ones touched wake.
     pub fn set_endpoints(&self, endpoints: Vec<String>) {
+        let keep: HashSet<String> = endpoints.iter().cloned().collect();
         let touched = self.core.lock().dispatch.set_endpoints(endpoints);
+        // A departed endpoint's wake-up handle goes with it: actuator pods come and go (every
+        // rollout brings new addresses), and nothing else ever removed one.
+        self.notifies.lock().retain(|ep, _| keep.contains(ep));
         self.wake(&touched);
     }
 
@@ -309,5 +313,37 @@ pub fn node_status(name: &str, uid: &str, version: Version, phase: ResultPhase) 
         }),
         version: Some(version),
         phase: phase as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Core, Shared};
+    use crate::core::dispatch::Dispatcher;
+    use crate::core::index::NodeIndex;
+    use crate::core::taints::TriggerSet;
+    use tokio::sync::mpsc;
+
+    /// N11: 10,000 actuator endpoints that came and went (pods replaced) leave the wake-up
+    /// handles at their floor: the endpoints there now.
+    #[test]
+    fn wake_up_handles_of_departed_endpoints_are_dropped() {
+        let core = Core {
+            index: NodeIndex::new(TriggerSet::default()),
+            dispatch: Dispatcher::new(),
+        };
+        let s = Shared::new(core, "me".into(), false, mpsc::unbounded_channel().0);
+        s.notify_for("stays:9443");
+        s.set_endpoints(vec!["stays:9443".into()]);
+        let floor = s.notifies.lock().len();
+        for i in 0..10_000 {
+            let ep = format!("10.0.{}.{}:9443", i / 256, i % 256);
+            s.notify_for(&ep);
+            s.set_endpoints(vec!["stays:9443".into(), ep]);
+            assert_eq!(s.notifies.lock().len(), floor + 1);
+        }
+        s.set_endpoints(vec!["stays:9443".into()]);
+        assert_eq!(s.notifies.lock().len(), floor);
+        assert_eq!(floor, 1);
     }
 }
