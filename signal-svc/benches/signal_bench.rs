@@ -56,6 +56,8 @@ async fn spawn_svc(c: &Cluster, act: &FakeActuator, admin: &str) -> Child {
             &format!("--kubeconfig={}", c.kubeconfig.display()),
             &format!("--admin-listen={admin}"),
             &format!("--actuator-endpoints={}", act.endpoint()),
+            // The fake actuator on loopback is plaintext: said explicitly.
+            "--insecure-plaintext",
         ])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())

@@ -169,18 +169,29 @@ pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(10);
 /// mTLS towards actuator-svc.
 #[derive(Clone, Debug, ClapArgs)]
 pub struct TlsArgs {
-    /// CA bundle (PEM) that signed the actuator's certificate. Enables TLS.
+    /// CA bundle (PEM) that signed the actuator's certificate.
     #[arg(long, env = "SIGNAL_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM) for mTLS; requires `--tls-key`.
+    /// Client certificate (PEM) for mTLS; its SAN must be on the actuators' --signal-clients.
     #[arg(long, env = "SIGNAL_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// Client private key (PEM); requires `--tls-cert`.
     #[arg(long, env = "SIGNAL_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Name expected in the actuator's certificate (default: the endpoint's host).
+    /// The actuator identity signal-svc trusts: a DNS name its certificate must carry as a
+    /// subject alternative name, exactly (never the CN; default: the endpoint's host).
     #[arg(long, env = "SIGNAL_TLS_SERVER_NAME")]
     pub tls_server_name: Option<String>,
+    /// Stream to the actuators in plaintext, without TLS or a client certificate: only an
+    /// actuator started with --insecure-plaintext (tests) accepts it. Warned at start and shown
+    /// by cutover_signal_insecure_plaintext 1. Without it, --tls-ca, --tls-cert and --tls-key
+    /// are required.
+    #[arg(
+        long,
+        env = "SIGNAL_INSECURE_PLAINTEXT",
+        conflicts_with_all = ["tls_ca", "tls_cert", "tls_key", "tls_server_name"]
+    )]
+    pub insecure_plaintext: bool,
 }
 
 /// `--log-format` (moved to `cutover_runtime`).
@@ -400,21 +411,20 @@ fn static_endpoints(eps: &[String]) -> Result<Vec<String>, ConfigError> {
 }
 
 impl TlsArgs {
-    /// No TLS without `--tls-ca`; with it, the files are read now.
+    /// Mutual TLS, its files read now; no TLS only with `--insecure-plaintext`.
     fn validate(self) -> Result<Option<TlsMaterial>, ConfigError> {
-        let Some(ca) = self.tls_ca else {
-            if self.tls_cert.is_some() || self.tls_server_name.is_some() {
-                return Err(invalid(
-                    "tls-ca",
-                    "required when other --tls-* flags are set",
-                ));
-            }
+        if self.insecure_plaintext {
             return Ok(None);
+        }
+        let (Some(ca), Some(cert), Some(key)) = (self.tls_ca, &self.tls_cert, &self.tls_key) else {
+            return Err(invalid(
+                "tls-ca",
+                "the stream to the actuators is mutual TLS: --tls-ca, --tls-cert and --tls-key are \
+                 required; --insecure-plaintext streams in plaintext without a client certificate \
+                 (tests only)",
+            ));
         };
-        let identity = match (&self.tls_cert, &self.tls_key) {
-            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
-            _ => None,
-        };
+        let identity = Some((cert.clone(), key.clone()));
         let source =
             crate::tls_reload::ClientTls::load(crate::tls_reload::ClientTlsFiles { ca, identity })?;
         Ok(Some(TlsMaterial {
@@ -496,8 +506,55 @@ mod tests {
             "--identity=pod-a",
         ];
         argv.extend_from_slice(extra);
+        // Plaintext, said explicitly, unless the case is about TLS.
+        if !extra.iter().any(|a| a.starts_with("--tls-")) {
+            argv.push("--insecure-plaintext");
+        }
         let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
         args.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mutual_tls_or_an_explicit_plaintext_flag() {
+        let bare = |extra: &[&str]| {
+            let mut argv = vec![
+                "signal-svc",
+                "--cluster-name=kubernetes",
+                "--identity=pod-a",
+                "--actuator-endpoints=a:1",
+            ];
+            argv.extend_from_slice(extra);
+            Args::try_parse_from(argv)
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    a.validate()
+                        .map(|c| c.tls.is_none())
+                        .map_err(|e| e.to_string())
+                })
+        };
+        // Nothing said: refused, naming every TLS flag and the way out.
+        let e = bare(&[]).unwrap_err();
+        for f in [
+            "--tls-ca",
+            "--tls-cert",
+            "--tls-key",
+            "--insecure-plaintext",
+        ] {
+            assert!(e.contains(f), "{f}: {e}");
+        }
+        // A CA alone is not mutual TLS.
+        let e = bare(&["--tls-ca=/nonexistent/ca.pem"]).unwrap_err();
+        assert!(e.contains("--tls-cert"), "{e}");
+        assert_eq!(bare(&["--insecure-plaintext"]), Ok(true));
+        // The flag excludes every TLS flag.
+        for tls in [
+            "--tls-ca=c",
+            "--tls-cert=c",
+            "--tls-key=k",
+            "--tls-server-name=x",
+        ] {
+            assert!(bare(&["--insecure-plaintext", tls]).is_err(), "{tls}");
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub assignment_failovers: Counter,
     pub assignment_changes: Counter,
     condition_writes: Family<Labels, Counter>,
+    /// 1 when streaming to the actuators in plaintext (`--insecure-plaintext`).
+    pub insecure_plaintext: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -67,6 +69,7 @@ impl Metrics {
             assignment_failovers: Counter::default(),
             assignment_changes: Counter::default(),
             condition_writes: Family::default(),
+            insecure_plaintext: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("signals", "Signals seen, by kind (taint, label, hold, deleting, cordon, drain_condition, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", m.signals.clone());
@@ -145,6 +148,11 @@ impl Metrics {
             "condition_writes",
             "Writes of the LoadBalancerAdminStateDown Node condition, by status and outcome (ok, error)",
             m.condition_writes.clone(),
+        );
+        registry.register(
+            "insecure_plaintext",
+            "1 when the streams to the actuators are plaintext without a client certificate (--insecure-plaintext), else 0",
+            m.insecure_plaintext.clone(),
         );
         Self { registry, ..m }
     }

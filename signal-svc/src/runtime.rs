@@ -123,6 +123,17 @@ impl Service {
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(shared_state(&config, taint_tx));
+        let plaintext = config.tls.is_none();
+        if plaintext {
+            tracing::warn!(
+                "--insecure-plaintext: the streams to the actuators are NOT encrypted and present \
+                 no client certificate (tests only)"
+            );
+        }
+        shared
+            .metrics()
+            .insecure_plaintext
+            .set(i64::from(plaintext));
         let stop = shutdown.child_token();
         let mut tasks: JoinSet<&'static str> = JoinSet::new();
         let wiring = Wiring {

@@ -2,7 +2,8 @@
 //! `--tls-server-name`, checked as a DNS subject alternative name of the actuator's serving
 //! certificate, exactly (rustls/webpki: never the subject CN, no prefix or suffix; the
 //! certificate must chain to `--tls-ca`). An actuator whose certificate does not carry it gets
-//! no stream: signal-svc keeps reconnecting and stays not ready.
+//! no stream: signal-svc keeps reconnecting and stays not ready. And plaintext only with
+//! `--insecure-plaintext`, shown by `cutover_signal_insecure_plaintext`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -126,5 +127,33 @@ async fn the_actuator_must_present_the_expected_name_as_a_san_never_as_the_cn() 
     let s = start(&c, "pod-ok", &[act.endpoint()], &flags).await;
     s.wait_ready().await;
     assert!(act.state.completed_snapshots() >= 1);
+    assert_eq!(s.metric("cutover_signal_insecure_plaintext", "").await, 0.0);
     s.stop().await;
+}
+
+/// Plaintext only when said: with `--insecure-plaintext` (the harness passes it when a test
+/// gives no TLS flag) signal-svc streams and says so in its metric; without it, or with a CA
+/// alone, it does not start (tests/tls.rs and config's unit tests name the refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_streams_only_with_the_flag_and_the_metric_reads_1() {
+    let c = cluster(6).await;
+    let act = FakeActuator::start("plain", Mode::Effective).await;
+    let s = start(&c, "pod-plain", &[act.endpoint()], &[]).await;
+    s.wait_ready().await;
+    assert_eq!(s.metric("cutover_signal_insecure_plaintext", "").await, 1.0);
+    s.stop().await;
+    let err = <signal_svc::config::Args as clap::Parser>::try_parse_from([
+        "signal-svc",
+        "--cluster-name=kubernetes",
+        "--identity=pod-x",
+        &format!("--actuator-endpoints={}", act.endpoint()),
+    ])
+    .unwrap()
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("--tls-ca") && err.contains("--insecure-plaintext"),
+        "{err}"
+    );
 }

@@ -798,6 +798,10 @@ pub async fn start(
         "--admin-listen=127.0.0.1:0".into(),
         format!("--actuator-endpoints={}", endpoints.join(",")),
     ];
+    // The fake actuators are plaintext unless a test gives TLS flags: said explicitly.
+    if !extra.iter().any(|a| a.starts_with("--tls-")) {
+        argv.push("--insecure-plaintext".into());
+    }
     argv.extend(extra.iter().map(|s| (*s).to_owned()));
     let config = signal_svc::config::Args::try_parse_from(argv)
         .unwrap()

@@ -308,17 +308,32 @@ fn default_and_overlay_variants_render_what_kustomize_renders() {
 }
 
 /// signal-svc's own start-up validation of the rendered arguments (the TLS files and the pod
-/// name, which only exist in the pod, left out).
+/// name, which only exist in the pod, left out: every TLS flag must be rendered, and
+/// `--insecure-plaintext` stands in for them).
 fn signal_svc_accepts(docs: &[Value]) -> Result<(), String> {
+    let rendered = args(docs, "signal-svc");
+    for tls in [
+        "--tls-ca=",
+        "--tls-cert=",
+        "--tls-key=",
+        "--tls-server-name=",
+    ] {
+        if !rendered.iter().any(|a| a.starts_with(tls)) {
+            return Err(format!("{tls} is not rendered: signal-svc would not start"));
+        }
+    }
+    if rendered
+        .iter()
+        .any(|a| a.starts_with("--insecure-plaintext"))
+    {
+        return Err("--insecure-plaintext is rendered".into());
+    }
     let mut argv = vec![
         "signal-svc".to_string(),
         "--identity=signal-svc-0".to_string(),
+        "--insecure-plaintext".to_string(),
     ];
-    argv.extend(
-        args(docs, "signal-svc")
-            .into_iter()
-            .filter(|a| !a.starts_with("--tls-")),
-    );
+    argv.extend(rendered.into_iter().filter(|a| !a.starts_with("--tls-")));
     <signal_svc::config::Args as clap::Parser>::try_parse_from(argv)
         .map_err(|e| e.to_string())?
         .validate()
@@ -367,6 +382,7 @@ fn timings_verdicts(timings: [&str; 6]) -> (Option<String>, Option<String>) {
         "--cluster-name=kubernetes".to_string(),
         "--identity=signal-svc-0".to_string(),
         "--actuator-endpoints=a:1".to_string(),
+        "--insecure-plaintext".to_string(),
     ];
     for ((flag, value), t) in TIMING_VALUES.iter().zip(timings) {
         if !t.is_empty() {
