@@ -126,7 +126,11 @@ async fn the_actuator_must_present_the_expected_name_as_a_san_never_as_the_cn() 
         FakeActuator::start_with("exact", Mode::Effective, Some(serving(&[ACTUATOR], None))).await;
     let s = start(&c, "pod-ok", &[act.endpoint()], &flags).await;
     s.wait_ready().await;
-    assert!(act.state.completed_snapshots() >= 1);
+    // Ready once the snapshot is sent; the actuator may still be reading it.
+    eventually("the snapshot reaches the actuator", || async {
+        (act.state.completed_snapshots() >= 1).then_some(())
+    })
+    .await;
     assert_eq!(s.metric("cutover_signal_insecure_plaintext", "").await, 0.0);
     s.stop().await;
 }
