@@ -8,6 +8,7 @@
 //! main.rs:  flags (clap) ─ duration::parse for every duration flag, log::LogFormat
 //!           ─▶ log::init ─▶ service wiring ─▶ drain::Signals / drain::drain_on_signals
 //! wiring:   admin::serve (/live, /ready, /metrics) on its own port, until shutdown
+//! transport: dial::Dialer out, dial::Listener in (TCP, or a simulated network's streams)
 //! loops:    backoff::Backoff between reconnects and retries (time-free: the caller sleeps)
 //! ```
 //!
@@ -15,6 +16,7 @@
 
 pub mod admin;
 pub mod backoff;
+pub mod dial;
 pub mod drain;
 pub mod duration;
 pub mod log;
