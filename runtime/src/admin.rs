@@ -4,13 +4,13 @@
 //! Moved from signal-svc and actuator-svc, whose copies answered differently; [`Style`] holds
 //! each difference, and each service passes the answers it gave before the move.
 
+use crate::dial::{BoxStream, Listener};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// Readiness, computed on each probe: `Err(why)` answers 503 `not ready: {why}`, or
@@ -102,8 +102,14 @@ fn route(admin: &Admin, method: &Method, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
-/// Serves until `shutdown` completes.
-pub async fn serve(listener: TcpListener, admin: Admin, shutdown: impl Future<Output = ()> + Send) {
+/// Serves the connections `listener` accepts (a TCP listener converts) until `shutdown`
+/// completes.
+pub async fn serve(
+    listener: impl Into<Listener>,
+    admin: Admin,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let mut listener = listener.into();
     // Open connections see the end of `shutdown` through this token.
     let stop = CancellationToken::new();
     let _stop_on_return = stop.clone().drop_guard();
@@ -113,6 +119,14 @@ pub async fn serve(listener: TcpListener, admin: Admin, shutdown: impl Future<Ou
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
                 Ok(s) => s,
+                // A handed listener whose sender is gone accepts nothing more: serve the open
+                // connections until shutdown instead of spinning on the error.
+                Err(e) if matches!(listener, Listener::Handed { .. })
+                    && e.kind() == std::io::ErrorKind::ConnectionAborted =>
+                {
+                    shutdown.await;
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "admin accept failed");
                     if let Some(pause) = admin.style.accept_error_pause {
@@ -126,7 +140,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, shutdown: impl Future<Ou
     }
 }
 
-async fn connection(stream: tokio::net::TcpStream, admin: Admin, stop: CancellationToken) {
+async fn connection(stream: BoxStream, admin: Admin, stop: CancellationToken) {
     let style = admin.style;
     let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         let rsp = route(&admin, req.method(), req.uri().path());
@@ -235,7 +249,7 @@ mod tests {
     async fn serves_until_shutdown() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         for style in [SIGNAL, ACTUATOR] {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let stop = CancellationToken::new();
             let server = tokio::spawn(serve(
@@ -257,5 +271,58 @@ mod tests {
                 .unwrap()
                 .unwrap();
         }
+    }
+
+    /// Streams handed in by another transport are served the same way.
+    #[tokio::test]
+    async fn serves_a_handed_listener() {
+        use crate::dial::{BoxStream, Listener};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for style in [SIGNAL, ACTUATOR] {
+            let (tx, listener) = Listener::handed("10.0.0.1:8080".parse().unwrap());
+            let stop = CancellationToken::new();
+            let server = tokio::spawn(serve(
+                listener,
+                mk_admin(style, Err("warming up")),
+                stop.clone().cancelled_owned(),
+            ));
+            let (mut c, s) = tokio::io::duplex(4096);
+            tx.send((BoxStream::new(s), "10.0.0.2:5000".parse().unwrap()))
+                .await
+                .unwrap();
+            c.write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut rsp = String::new();
+            c.read_to_string(&mut rsp).await.unwrap();
+            assert!(rsp.starts_with("HTTP/1.1 503"), "{rsp}");
+            assert!(rsp.ends_with("not ready: warming up\n"), "{rsp}");
+            stop.cancel();
+            tokio::time::timeout(Duration::from_secs(5), server)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    }
+
+    /// A handed listener whose sender is gone leaves the server waiting for shutdown.
+    #[tokio::test]
+    async fn a_closed_handed_listener_waits_for_shutdown() {
+        use crate::dial::Listener;
+        let (tx, listener) = Listener::handed("10.0.0.1:8080".parse().unwrap());
+        drop(tx);
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            mk_admin(SIGNAL, Ok(())),
+            stop.clone().cancelled_owned(),
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!server.is_finished());
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }
