@@ -1,0 +1,26 @@
+//! What the tests repeat, written once (issue 30 item 4): moved here from the test crates that
+//! had a copy each, not rewritten.
+//!
+//! | module | what | moved from |
+//! | --- | --- | --- |
+//! | [`certs`] | a throwaway CA issuing server and client leaves (DNS, IP and URI SANs), as PEM or files | `tests/e2e/src/certs.rs`, `tests/kube-real/src/pki.rs` |
+//! | [`ports`] | [`free_port`]: a loopback port for a child to listen on, below the ephemeral range | `tests/kube-real/src/process.rs` |
+//! | [`wait`] | [`eventually`]: poll until a check yields, fail with a message after a timeout | `tests/kube-sim/tests/common`, `tests/arm-sim/tests/common` |
+//! | [`procs`] | [`Proc`]: an async child with its output in a log file, killed when dropped | `tests/e2e/src/procs.rs` |
+//! | [`guarded`] | [`Guarded`]: a child in its own process group under a watchdog, killed with its group | `tests/kube-real/src/process.rs` |
+//! | [`layers`] | the check that no import in a crate runs back up its layer table | `signal-svc` and `actuator-svc` `src/layers_tests.rs` |
+//!
+//! Test code only: the services take this crate as a dev-dependency.
+
+pub mod certs;
+pub mod guarded;
+pub mod layers;
+pub mod ports;
+pub mod procs;
+pub mod wait;
+
+pub use certs::{CertFiles, Leaf, TestCa};
+pub use guarded::Guarded;
+pub use ports::free_port;
+pub use procs::{Proc, Spec};
+pub use wait::eventually;
