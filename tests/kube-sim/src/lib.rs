@@ -35,6 +35,9 @@
 //! # let _ = (url, patches); Ok(()) }
 //! ```
 //!
+//! [`KubeSim::start_on`] serves the same API from any [`Listener`] (the streams a simulated
+//! network hands in, no socket) and reports the URL it is given.
+//!
 //! # Covered
 //! - Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{events.k8s.io,coordination.k8s.io}[/v1]`
 //!   (legacy documents; kubectl falls back to them), and
@@ -115,6 +118,8 @@ pub mod tls;
 pub mod watch;
 
 pub use auth::{Security, TokenEntry, User};
+/// What [`KubeSim::start_on`] serves from.
+pub use cutover_runtime::dial::Listener;
 pub use faults::{FailRule, RequestRecord};
 pub use seed::{Seed, SeedError};
 
@@ -173,6 +178,10 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("the listener's address: {0}")]
+    Address(std::io::Error),
+    #[error("server URL {url}: {reason}")]
+    Url { url: String, reason: String },
     #[error(transparent)]
     Seed(#[from] SeedError),
     #[error(transparent)]
@@ -201,6 +210,48 @@ impl KubeSim {
             addr: options.listen,
             source,
         })?;
+        let scheme = if options.security.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let url = format!("{scheme}://{address}");
+        Self::launch(options, Listener::from(listener), url, None)
+    }
+
+    /// Seeds the store and serves the connections `listener` accepts (any transport: TCP,
+    /// or the streams a simulated network hands in), the same API as [`KubeSim::start`].
+    /// `options.listen` is not used; [`KubeSim::url`] answers `url` (`http://HOST:PORT`, or
+    /// `https://...` with [`Security`], whose serving certificate then also names `HOST`) and
+    /// [`KubeSim::address`] the listener's local address.
+    pub async fn start_on(
+        options: Options,
+        listener: Listener,
+        url: String,
+    ) -> Result<KubeSim, StartError> {
+        let host = url::Url::parse(&url)
+            .map_err(|e| StartError::Url {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+            .ok_or_else(|| StartError::Url {
+                url: url.clone(),
+                reason: "no host".into(),
+            })?;
+        Self::launch(options, listener, url, Some(host))
+    }
+
+    /// Seeds the store and spawns the server on `listener`; with security, the serving
+    /// certificate also names `server_name`.
+    fn launch(
+        options: Options,
+        listener: Listener,
+        url: String,
+        server_name: Option<String>,
+    ) -> Result<KubeSim, StartError> {
+        let address = listener.local_addr().map_err(StartError::Address)?;
         let mut store = Store::new(options.history_limit);
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -222,7 +273,7 @@ impl KubeSim {
                     &[auth::tokens::MASTERS],
                 ));
                 Some(server::SecurityState {
-                    tls: tls::generate()?,
+                    tls: tls::generate(server_name.as_deref())?,
                     tokens: Mutex::new(tokens),
                     admin_token,
                 })
@@ -244,6 +295,7 @@ impl KubeSim {
                 default_watch_timeout: options.default_watch_timeout,
             },
             address,
+            url,
             security,
         });
         let (stop, stop_rx) = signal::channel(false);
@@ -256,13 +308,9 @@ impl KubeSim {
     }
 
     /// `http://ADDR`, or `https://ADDR` with [`Security`]: the cluster server URL.
+    /// (What [`KubeSim::start_on`] was given, when started that way.)
     pub fn url(&self) -> String {
-        let scheme = if self.shared.security.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        format!("{scheme}://{}", self.shared.address)
+        self.shared.url.clone()
     }
 
     /// The cluster CA (PEM) clients must trust, with [`Security`].
@@ -322,7 +370,7 @@ impl KubeSim {
         Ok(())
     }
 
-    /// The bound address.
+    /// The bound address (the listener's local address).
     pub fn address(&self) -> SocketAddr {
         self.shared.address
     }

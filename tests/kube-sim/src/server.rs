@@ -12,6 +12,7 @@ use crate::router::{self, Route};
 use crate::status::ApiError;
 use crate::store::Store;
 use bytes::Bytes;
+use cutover_runtime::dial::Listener;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
@@ -22,7 +23,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -57,6 +57,8 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub tunables: Tunables,
     pub address: SocketAddr,
+    /// What `KubeSim::url` answers.
+    pub url: String,
     /// TLS, tokens and RBAC; None serves plain HTTP to anyone.
     pub security: Option<SecurityState>,
 }
@@ -77,14 +79,23 @@ impl Shared {
     }
 }
 
-/// Serves until `stop` flips to true; then open connections are dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// Serves the connections `listener` accepts until `stop` flips to true; then open
+/// connections are dropped.
+pub async fn serve(mut listener: Listener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, _) = match accepted {
                     Ok(s) => s,
+                    // A handed listener whose sender is gone accepts nothing more: serve
+                    // the open connections until stop.
+                    Err(e) if matches!(listener, Listener::Handed { .. })
+                        && e.kind() == std::io::ErrorKind::ConnectionAborted =>
+                    {
+                        let _ = stop.wait_for(|s| *s).await;
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;

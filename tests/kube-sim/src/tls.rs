@@ -35,8 +35,9 @@ const SERVER_NAMES: &[&str] = &[
     "kubernetes.default.svc",
 ];
 
-/// A fresh CA and a serving certificate signed by it.
-pub fn generate() -> Result<Tls, TlsError> {
+/// A fresh CA and a serving certificate signed by it, for the usual names and `extra_name`
+/// (the host of a server URL given to `KubeSim::start_on`).
+pub fn generate(extra_name: Option<&str>) -> Result<Tls, TlsError> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
         KeyPair, KeyUsagePurpose,
@@ -54,7 +55,12 @@ pub fn generate() -> Result<Tls, TlsError> {
     let issuer = Issuer::from_params(&ca, &ca_key);
 
     let key = KeyPair::generate()?;
-    let names: Vec<String> = SERVER_NAMES.iter().map(|s| s.to_string()).collect();
+    let mut names: Vec<String> = SERVER_NAMES.iter().map(|s| s.to_string()).collect();
+    if let Some(extra) = extra_name
+        && !names.iter().any(|n| n == extra)
+    {
+        names.push(extra.to_string());
+    }
     let mut server = CertificateParams::new(names)?;
     server
         .distinguished_name
