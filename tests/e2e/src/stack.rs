@@ -170,11 +170,6 @@ pub struct Stack {
     pub signals: Vec<Service>,
 }
 
-/// A port for a service to listen on (below the ephemeral range; see `kube_real`).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(kube_real::process::free_port()?)
-}
-
 impl Stack {
     /// Starts everything and waits until every service reports ready.
     pub async fn start(options: StackOptions) -> anyhow::Result<Stack> {
@@ -244,8 +239,8 @@ impl Stack {
     }
 
     fn actuator_service(&self, i: usize) -> anyhow::Result<Service> {
-        let grpc = free_port()?;
-        let admin = free_port()?;
+        let grpc = cutover_testkit::free_port()?;
+        let admin = cutover_testkit::free_port()?;
         let name = format!("actuator-{i}");
         let p = &self.pki;
         let launcher = &self.options.launcher;
@@ -289,7 +284,7 @@ impl Stack {
     }
 
     fn signal_service(&self, i: usize, endpoints: &[String]) -> anyhow::Result<Service> {
-        let admin = free_port()?;
+        let admin = cutover_testkit::free_port()?;
         let name = format!("signal-{i}");
         let p = &self.pki;
         let launcher = &self.options.launcher;

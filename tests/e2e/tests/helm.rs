@@ -1383,11 +1383,6 @@ async fn every_variant_applies_to_a_real_api_server() {
     assert_eq!(d.spec.replicas, Some(1), "single-replica applied last");
 }
 
-/// A port on loopback for a service to listen on (below the ephemeral range).
-fn free_port() -> u16 {
-    kube_real::process::free_port().unwrap()
-}
-
 /// Replaces `--flag=…` in `args` (it must be there).
 fn replace_flag(args: &mut [String], flag: &str, value: &str) {
     let prefix = format!("--{flag}=");
@@ -1496,7 +1491,10 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
         )
         .unwrap();
         let mut args = pod.materialize(run.path(), &secrets).unwrap();
-        let (grpc, admin_port) = (free_port(), free_port());
+        let (grpc, admin_port) = (
+            cutover_testkit::free_port().unwrap(),
+            cutover_testkit::free_port().unwrap(),
+        );
         replace_flag(&mut args, "grpc-listen", &format!("127.0.0.1:{grpc}"));
         replace_flag(
             &mut args,
@@ -1547,7 +1545,7 @@ async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
         )
         .unwrap();
         let mut args = pod.materialize(run.path(), &secrets).unwrap();
-        let admin_port = free_port();
+        let admin_port = cutover_testkit::free_port().unwrap();
         replace_flag(
             &mut args,
             "admin-listen",

@@ -253,7 +253,7 @@ async fn signal_svc_reaches_the_api_server_directly_or_through_a_connect_proxy()
     let proxy_url = proxy.url();
 
     // 1. NO_PROXY covers the API server (as AKS's default list does): nothing through the proxy.
-    let admin = kube_real::process::free_port().unwrap();
+    let admin = cutover_testkit::free_port().unwrap();
     let spec = signal_spec(
         &stack,
         "signal-no-proxy",
@@ -284,7 +284,7 @@ async fn signal_svc_reaches_the_api_server_directly_or_through_a_connect_proxy()
     proxy.clear();
 
     // 2. No NO_PROXY: the API traffic is tunnelled, and signal-svc works through it.
-    let admin = kube_real::process::free_port().unwrap();
+    let admin = cutover_testkit::free_port().unwrap();
     let spec = signal_spec(
         &stack,
         "signal-via-proxy",

@@ -4,7 +4,7 @@
 //! token issuer, RBAC authorization and the default admission plugins.
 //!
 //! ```text
-//! tools::locate ──▶ pki::generate ──▶ process (etcd, kube-apiserver; killed with the test)
+//! tools::locate ──▶ pki::generate ──▶ Guarded (etcd, kube-apiserver; killed with the test)
 //!                                        │
 //!           RealApiServer::start ◀── /readyz ──▶ admin client ──▶ manifests, seed, tokens
 //! ```
@@ -15,7 +15,6 @@ pub mod audit;
 pub mod kubeconfig;
 pub mod manifests;
 pub mod pki;
-pub mod process;
 pub mod seed;
 pub mod server;
 pub mod tools;

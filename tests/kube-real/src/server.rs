@@ -2,8 +2,9 @@
 
 use crate::kubeconfig;
 use crate::pki::{self, Pki};
-use crate::process::{Guarded, free_port, lost_its_port};
 use crate::tools::{self, Tools, ToolsMissing};
+use cutover_testkit::Guarded;
+use cutover_testkit::ports::{free_port, lost_its_port};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
