@@ -6,20 +6,11 @@
 //! SPIFFE-style URI (the chart's cert-manager identities); the sandbox's actuators admit the
 //! URIs.
 
-use anyhow::Context;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
-};
+use cutover_testkit::certs::{TestCa, Usage};
 use std::path::{Path, PathBuf};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-/// Paths of one PEM certificate and its key.
-#[derive(Debug, Clone)]
-pub struct CertFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
+pub use cutover_testkit::CertFiles;
 
 /// The CA plus the issued certificates, written under one directory.
 #[derive(Debug, Clone)]
@@ -59,99 +50,25 @@ pub const TOOL_NAME: &str = "cutoverctl.cutover.svc";
 /// URI identity of cutoverctl's client certificate (what the sandbox's actuators admit).
 pub const TOOL_URI: &str = "spiffe://cluster.local/ns/cutover/sa/cutoverctl";
 
-/// A leaf with SANs `name` and `extra_sans` (DNS names or IPs; URIs when they contain `://`)
-/// and no subject; `name` empty: no SAN, `cn` as the subject CN.
-#[allow(clippy::too_many_arguments)]
-fn leaf(
-    dir: &Path,
-    file: &str,
-    name: &str,
-    extra_sans: &[&str],
-    cn: Option<&str>,
-    usage: ExtendedKeyUsagePurpose,
-    ca: &CertifiedIssuer<'_, KeyPair>,
-) -> anyhow::Result<CertFiles> {
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    for san in std::iter::once(&name)
-        .chain(extra_sans)
-        .filter(|s| !s.is_empty())
-    {
-        let san = if san.contains("://") {
-            SanType::URI(san.to_string().try_into()?)
-        } else if let Ok(ip) = san.parse() {
-            SanType::IpAddress(ip)
-        } else {
-            SanType::DnsName(san.to_string().try_into()?)
-        };
-        params.subject_alt_names.push(san);
-    }
-    params.distinguished_name = DistinguishedName::new();
-    if let Some(cn) = cn {
-        params.distinguished_name.push(DnType::CommonName, cn);
-    }
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, ca)?;
-    let files = CertFiles {
-        cert: dir.join(format!("{file}.crt")),
-        key: dir.join(format!("{file}.key")),
-    };
-    std::fs::write(&files.cert, cert.pem())?;
-    std::fs::write(&files.key, key.serialize_pem())?;
-    Ok(files)
-}
-
-/// Creates a CA and the certificates under `dir`.
+/// Creates a CA and the certificates under `dir` (the test kit's CA).
 pub fn generate(dir: &Path) -> anyhow::Result<Pki> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "cutover sandbox CA");
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
-    let ca_path = dir.join("ca.crt");
-    std::fs::write(&ca_path, ca.pem())?;
-    let client = ExtendedKeyUsagePurpose::ClientAuth;
+    let ca = TestCa::new("cutover sandbox CA")?;
+    let stranger = [
+        "stranger.example",
+        "spiffe://cluster.local/ns/cutover/sa/stranger",
+    ];
     Ok(Pki {
-        actuator: leaf(
-            dir,
-            "actuator",
-            ACTUATOR_NAME,
-            &["localhost", "127.0.0.1"],
-            None,
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &ca,
-        )?,
-        signal: leaf(
-            dir,
-            "signal",
-            SIGNAL_NAME,
-            &[SIGNAL_URI],
-            None,
-            client.clone(),
-            &ca,
-        )?,
-        tool: leaf(
-            dir,
-            "tool",
-            TOOL_NAME,
-            &[TOOL_URI],
-            None,
-            client.clone(),
-            &ca,
-        )?,
-        stranger: leaf(
-            dir,
-            "stranger",
-            "stranger.example",
-            &["spiffe://cluster.local/ns/cutover/sa/stranger"],
-            None,
-            client.clone(),
-            &ca,
-        )?,
-        cn_only: leaf(dir, "cn-only", "", &[], Some(TOOL_NAME), client, &ca)?,
-        ca: ca_path,
+        ca: ca.write(dir, "ca")?,
+        actuator: ca
+            .server(&[ACTUATOR_NAME, "localhost", "127.0.0.1"])?
+            .write(dir, "actuator")?,
+        signal: ca
+            .client(&[SIGNAL_NAME, SIGNAL_URI])?
+            .write(dir, "signal")?,
+        tool: ca.client(&[TOOL_NAME, TOOL_URI])?.write(dir, "tool")?,
+        stranger: ca.client(&stranger)?.write(dir, "stranger")?,
+        cn_only: ca
+            .issue(&[], Some(TOOL_NAME), None, Usage::ClientAuth)?
+            .write(dir, "cn-only")?,
     })
 }

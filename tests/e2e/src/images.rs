@@ -5,9 +5,9 @@
 //! image's environment.
 
 use crate::manifests::repo;
-use crate::procs::Spec;
 use crate::stack::Launcher;
 use anyhow::{Context, bail};
+use cutover_testkit::procs::Spec;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -19,7 +19,6 @@ pub mod kube_ops;
 pub mod kube_side;
 pub mod manifests;
 pub mod observe;
-pub mod procs;
 pub mod report;
 pub mod results;
 pub mod sandbox;

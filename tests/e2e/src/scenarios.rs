@@ -560,7 +560,7 @@ async fn actuator_frozen(
         .ok_or_else(|| anyhow::anyhow!("actuator-0 is not running"))?;
     let freeze = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        crate::procs::signal_pid(pid, "STOP").await;
+        cutover_testkit::procs::signal_pid(pid, "STOP").await;
         jiff::Timestamp::now()
     };
     let (frozen_at, step) = tokio::join!(freeze, wave_step(sb, outcome, &nodes, State::Down));
@@ -580,7 +580,7 @@ async fn actuator_frozen(
         nodes.len(),
         (ms(last) - ms(frozen_at.duration_since(t0))) / 1000.0,
     ));
-    crate::procs::signal_pid(pid, "CONT").await;
+    cutover_testkit::procs::signal_pid(pid, "CONT").await;
     let woke = jiff::Timestamp::now();
     windows.push(woke);
     // Woken with a lapsed assignment and stale views: nothing may change.

@@ -5,8 +5,8 @@
 use crate::bins;
 use crate::certs::{self, Pki};
 pub use crate::kube_side::{KubeKind, KubeSide};
-use crate::procs::{Proc, Spec};
 use anyhow::{Context, bail};
+use cutover_testkit::procs::{Proc, Spec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

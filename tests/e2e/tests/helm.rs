@@ -1395,7 +1395,8 @@ fn replace_flag(args: &mut [String], flag: &str, value: &str) {
 
 #[tokio::test]
 async fn chart_install_runs_both_services_and_a_taint_cuts_the_node() {
-    use cutover_e2e::{bins, certs, judge, kube_ops, observe, procs};
+    use cutover_e2e::{bins, certs, judge, kube_ops, observe};
+    use cutover_testkit::procs;
     bins::build(&["signal-svc", "actuator-svc"]).unwrap();
     let run = tempfile::tempdir().unwrap();
     let nodes = 6;

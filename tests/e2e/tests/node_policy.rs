@@ -12,7 +12,8 @@ use cutover_e2e::kube_side::KubeKind;
 use cutover_e2e::manifests::{rbac_objects, render};
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::{SIGNAL_CALLER, StackOptions};
-use std::time::{Duration, Instant};
+use cutover_testkit::until_ok;
+use std::time::Duration;
 
 const DRAINING: &str = "cloudprovider.azure.microsoft.com/draining";
 
@@ -23,15 +24,14 @@ async fn wait_node(
     what: &str,
     check: impl Fn(&k8s_openapi::api::core::v1::Node) -> bool,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let (every, check) = (Duration::from_millis(200), &check);
+    until_ok(Duration::from_secs(30), every, || async move {
         let n = sb.ops.node(node).await.unwrap();
-        if check(&n) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{node}: never {what}: {n:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        check(&n)
+            .then_some(())
+            .ok_or_else(|| format!("{node}: never {what}: {n:?}"))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,8 +22,8 @@
 
 use cutover_e2e::certs;
 use cutover_e2e::kube_ops::{self, GATE_CONDITION, OUT_OF_SERVICE};
-use cutover_e2e::procs::{Proc, Spec};
 use cutover_e2e::stack::{KubeKind, Stack, StackOptions};
+use cutover_testkit::procs::{Proc, Spec};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@ use cutover_e2e::kube_ops::{OUT_OF_SERVICE, SPOT_EVICTION};
 use cutover_e2e::manifests::{allows, needed, permissions, rbac_objects, render};
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::{SIGNAL_CALLER, StackOptions};
+use cutover_testkit::{eventually_within, until_ok};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -134,8 +135,9 @@ async fn a_cluster_role_without_patch_on_nodes_refuses_the_spot_taint() {
     let spot = sb.fresh_nodes("spotpool", 1).unwrap().remove(0);
     sb.ops.preempt_event(&spot, 30).await.unwrap();
     let path = format!("/api/v1/nodes/{spot}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let refused = loop {
+    let what = format!("signal-svc to try to taint {spot}");
+    let every = Duration::from_millis(100);
+    let refused = eventually_within(Duration::from_secs(30), every, &what, || async {
         let refused: Vec<_> = sb
             .stack
             .kube
@@ -144,15 +146,9 @@ async fn a_cluster_role_without_patch_on_nodes_refuses_the_spot_taint() {
             .filter(|r| r.caller.as_deref() == Some(SIGNAL_CALLER))
             .filter(|r| r.method == "PATCH" && r.path.starts_with(&path))
             .collect();
-        if !refused.is_empty() || std::time::Instant::now() > deadline {
-            break refused;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(
-        !refused.is_empty(),
-        "signal-svc never tried to taint {spot}"
-    );
+        (!refused.is_empty()).then_some(refused)
+    })
+    .await;
     assert!(refused.iter().all(|r| r.status == 403), "{refused:?}");
     // The node keeps no cutover taint, and signal-svc says why in its log.
     let node = sb.ops.node(&spot).await.unwrap();
@@ -184,8 +180,8 @@ async fn a_cluster_role_without_patch_on_nodes_refuses_the_spot_taint() {
 
 /// Waits until signal-svc has written `n` Node events (one per effective result).
 async fn wait_for_event_writes(sb: &Sandbox, n: usize) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let every = Duration::from_millis(100);
+    until_ok(Duration::from_secs(30), every, || async move {
         let writes = sb
             .stack
             .kube
@@ -194,13 +190,9 @@ async fn wait_for_event_writes(sb: &Sandbox, n: usize) {
             .filter(|r| r.caller.as_deref() == Some(SIGNAL_CALLER))
             .filter(|r| r.path.starts_with("/apis/events.k8s.io/") && r.method != "GET")
             .count();
-        if writes >= n {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "signal-svc wrote {writes} Node events, want {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (writes >= n)
+            .then_some(())
+            .ok_or_else(|| format!("signal-svc wrote {writes} Node events, want {n}"))
+    })
+    .await
 }

@@ -11,11 +11,11 @@
 
 use clap::Parser;
 use cutover_e2e::judge::State;
-use cutover_e2e::procs;
 use cutover_e2e::report::percentile;
 use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::StackOptions;
 use cutover_e2e::wave::{self, WaveFigures};
+use cutover_testkit::procs;
 use std::path::PathBuf;
 use std::time::Duration;
 
