@@ -50,6 +50,7 @@ pub struct Metrics {
     unknown_answers: Family<Labels, Counter>,
     insecure_plaintext: Gauge,
     auth_refused: Family<Labels, Counter>,
+    nics_unreadable: Counter,
 }
 
 impl Default for Metrics {
@@ -233,6 +234,12 @@ impl Metrics {
             "gRPC callers refused by the client-certificate allow-lists, by group (signal, tool) and reason (no_certificate, no_san, not_allowed)",
             auth_refused.clone(),
         );
+        let nics_unreadable = Counter::default();
+        registry.register(
+            "nics_unreadable",
+            "NICs of the node resource group's listing that could not be read (a field cutover reads has another type, or an ID does not parse), counted at every listing; each is logged with its ID and the reason",
+            nics_unreadable.clone(),
+        );
         Self {
             registry: root,
             arm_requests,
@@ -264,6 +271,7 @@ impl Metrics {
             unknown_answers,
             insecure_plaintext,
             auth_refused,
+            nics_unreadable,
         }
     }
 
@@ -276,6 +284,11 @@ impl Metrics {
         self.auth_refused
             .get_or_create(&labels(&[("group", group), ("reason", reason)]))
             .inc();
+    }
+
+    /// NICs of one listing that could not be read.
+    pub fn nics_unreadable(&self, nics: usize) {
+        self.nics_unreadable.inc_by(nics as u64);
     }
 
     /// The text exposition.

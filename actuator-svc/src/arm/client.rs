@@ -2,11 +2,12 @@
 //! [`TokenSource`] (in the service, `credentials`: an `azure_identity` 1.x credential).
 //!
 //! Why not `azure_mgmt_network`'s generated client: it cannot send `If-Match` and, with no
-//! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). We keep
-//! its *models* (NICs are typed through them) and build the five requests we need here: GET LB,
-//! PUT pool / PUT LB with `If-Match`, GET the `Azure-AsyncOperation` URL, LIST NICs (following
-//! `nextLink`). Load balancer documents stay raw bytes here (`lb::doc` reads and edits them
-//! without building JSON trees). Every call goes through the shared [`Budget`], is bounded by a
+//! `Retry-After` on a poll, waits 30 s between operation polls (`contracts/arm.md` 1.7). Nor its
+//! models: they refuse a whole NIC for a type mismatch in any field, and cutover reads two
+//! (`lb::nic`). So the five requests we need are built here: GET LB, PUT pool / PUT LB with
+//! `If-Match`, GET the `Azure-AsyncOperation` URL, LIST NICs (following `nextLink`). Load
+//! balancer documents stay raw bytes here (`lb::doc` reads and edits them without building JSON
+//! trees). Every call goes through the shared [`Budget`], is bounded by a
 //! timeout, records metrics and runs in a tracing span.
 
 use super::answer::{
@@ -29,7 +30,8 @@ use std::time::Duration;
 use tracing::Instrument;
 use url::Url;
 
-/// The api-version of every call (the one `azure_mgmt_network` 0.21 `package-2024-03` uses).
+/// The api-version of every call (`package-2024-03` of the Microsoft.Network specification,
+/// whose examples the tests read).
 pub const API_VERSION: &str = "2024-03-01";
 /// The public cloud's token scope for ARM (another cloud's: [`ArmClient::with_token_scope`]).
 pub const SCOPE: &str = "https://management.azure.com/.default";
@@ -615,8 +617,36 @@ impl ArmClient {
     }
 
     /// LIST the NICs of the node resource group (for standalone VMs), following `nextLink`,
-    /// one page at a time into the NIC map (pages are never accumulated).
+    /// one page at a time into the NIC map (pages are never accumulated). A NIC that cannot be
+    /// read ([`crate::lb::nic`]) is logged with its ID and the reason and counted in
+    /// `cutover_actuator_nics_unreadable_total`, at every listing; the map keeps the list.
     pub async fn list_nics(&self) -> Result<NicMap, ArmError> {
+        let map = self.list_nics_pages().await?;
+        self.report_unreadable(map.unreadable());
+        Ok(map)
+    }
+
+    /// Logs (the first few by name, then how many more) and counts the unreadable NICs of a
+    /// listing.
+    fn report_unreadable(&self, nics: &[crate::lb::nic::Unreadable]) {
+        const NAMED: usize = 10;
+        for u in nics.iter().take(NAMED) {
+            tracing::warn!(
+                nic = %u.nic,
+                reason = %u.reason,
+                "NIC unreadable: skipped, so backend entries on it match no node"
+            );
+        }
+        if nics.len() > NAMED {
+            tracing::warn!(
+                more = nics.len() - NAMED,
+                "more NICs unreadable in this listing (not named)"
+            );
+        }
+        self.metrics.nics_unreadable(nics.len());
+    }
+
+    async fn list_nics_pages(&self) -> Result<NicMap, ArmError> {
         const OP: &str = "list_nics";
         let path = format!(
             "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkInterfaces",

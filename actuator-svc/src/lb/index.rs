@@ -23,6 +23,7 @@
 
 use super::doc::{self, PoolUse, Provisioning, SkuClass};
 use super::ids::{self, IpConfigOwner, VmRef};
+use super::nic;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
@@ -89,11 +90,13 @@ pub struct LbPools {
     pub pools: Vec<Value>,
 }
 
-/// Standalone NICs: NIC ID (lower-cased) -> its VM, and back.
+/// Standalone NICs: NIC ID (lower-cased) -> its VM, and back; plus the NICs of the listing
+/// that could not be read, for whoever listed them to report.
 #[derive(Debug, Clone, Default)]
 pub struct NicMap {
     vm_of: HashMap<Box<str>, VmRef>,
     nics_of: HashMap<VmRef, Vec<Box<str>>>,
+    unreadable: Vec<nic::Unreadable>,
 }
 
 impl NicMap {
@@ -121,8 +124,15 @@ impl NicMap {
         self.nics_of.get(vm).map_or(&[], Vec::as_slice)
     }
 
+    /// The NICs attached to a VM.
     pub fn len(&self) -> usize {
         self.vm_of.len()
+    }
+
+    /// The NICs added that could not be read ([`nic::read`]): they map to no VM, so entries on
+    /// them match no node.
+    pub fn unreadable(&self) -> &[nic::Unreadable] {
+        &self.unreadable
     }
 
     pub fn is_empty(&self) -> bool {
@@ -784,27 +794,16 @@ pub fn nic_map(nics: &[Value]) -> NicMap {
     map
 }
 
-/// Adds one raw NIC object to the map (typed through `azure_mgmt_network`'s model).
+/// Adds one raw NIC object of the NIC LIST to the map, read through [`nic::read`]: a NIC
+/// attached to a VM is mapped, a detached one skipped, an unreadable one kept in
+/// [`NicMap::unreadable`].
 pub fn add_nic(map: &mut NicMap, raw: &Value) {
-    use azure_mgmt_network::package_2024_03::models::NetworkInterface;
-    let Ok(nic) = NetworkInterface::deserialize(raw) else {
-        return;
-    };
-    let (Some(id), Some(vm)) = (
-        nic.resource.id.as_deref(),
-        nic.properties
-            .as_ref()
-            .and_then(|p| p.virtual_machine.as_ref())
-            .and_then(|s| s.id.as_deref()),
-    ) else {
-        return;
-    };
-    if let Some(vm) = ids::parse_vm_id(vm) {
-        map.insert(id, vm);
+    match nic::read(raw) {
+        Ok(nic::Nic { id, vm: Some(vm) }) => map.insert(&id, vm),
+        Ok(nic::Nic { vm: None, .. }) => {}
+        Err(unreadable) => map.unreadable.push(unreadable),
     }
 }
-
-use serde::Deserialize as _;
 
 #[cfg(test)]
 #[path = "index_tests.rs"]

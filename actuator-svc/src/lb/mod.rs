@@ -7,10 +7,12 @@
 //! - `splice`: edits of admin states spliced into the read bytes (per-pool or whole-LB PUT
 //!   bodies, the compact base kept between rounds);
 //! - `ids`: ARM resource ID parsing;
+//! - `nic`: the fields of a network interface cutover reads (its ID and its VM's);
 //! - `index`: which entries of which pools belong to a node (the pool index built from `doc`).
 
 pub mod doc;
 pub mod ids;
 pub mod index;
+pub mod nic;
 pub mod scan;
 pub mod splice;

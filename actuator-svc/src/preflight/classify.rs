@@ -17,6 +17,8 @@ pub struct Survey {
     pub lbs: Vec<LbFacts>,
     /// The NIC LIST of the node resource group (standalone VMs): count read, or refused.
     pub nics: Result<usize, NicsRead>,
+    /// NICs of that list that could not be read (`lb::nic`).
+    pub nics_unreadable: Vec<crate::lb::nic::Unreadable>,
 }
 
 /// Why the NIC LIST gave nothing.
@@ -35,6 +37,7 @@ impl Default for Survey {
             api_version_served: None,
             lbs: Vec::new(),
             nics: Ok(0),
+            nics_unreadable: Vec::new(),
         }
     }
 }
@@ -347,6 +350,16 @@ pub fn classify(s: &Survey) -> Report {
             ),
         });
     }
+    for u in &s.nics_unreadable {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: "nic-unreadable",
+            message: format!(
+                "network interface {}: not read ({}); backend entries on it match no node",
+                u.nic, u.reason
+            ),
+        });
+    }
     match &s.nics {
         Ok(_) => {}
         Err(NicsRead::Refused(r)) => findings.push(Finding {
@@ -403,7 +416,11 @@ fn render_header(t: &mut String, s: &Survey) {
     let _ = writeln!(t, "api-version {}: {served}", s.api_version);
     match &s.nics {
         Ok(n) => {
-            let _ = writeln!(t, "network interfaces (standalone VMs): {n} read");
+            let _ = write!(t, "network interfaces (standalone VMs): {n} read");
+            if !s.nics_unreadable.is_empty() {
+                let _ = write!(t, ", {} unreadable", s.nics_unreadable.len());
+            }
+            let _ = writeln!(t);
         }
         Err(_) => {
             let _ = writeln!(t, "network interfaces (standalone VMs): not read");
@@ -562,6 +579,7 @@ mod tests {
                 },
             ],
             nics: Ok(0),
+            nics_unreadable: vec![],
         }
     }
 
@@ -582,6 +600,34 @@ mod tests {
                 .contains("vmss ss instance 0: 1 entries (kubernetes/kubernetes)")
         );
         assert!(r.text.contains("result: ok"));
+    }
+
+    #[test]
+    fn an_unreadable_nic_is_a_warning_naming_it() {
+        let mut s = mk_survey("Standard", vec![mk_pool("kubernetes", 2, 2, 0, 0)]);
+        s.nics = Ok(3);
+        s.nics_unreadable = vec![crate::lb::nic::Unreadable {
+            nic:
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/n"
+                    .into(),
+            reason: "`properties.virtualMachine` has no `id`".into(),
+        }];
+        let r = classify(&s);
+        assert!(!r.blocking(), "{}", r.text);
+        assert_eq!(codes(&r), vec!["nic-unreadable", "lb-not-found"]);
+        assert!(
+            r.text
+                .contains("network interfaces (standalone VMs): 3 read, 1 unreadable"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text.contains(
+                "networkInterfaces/n: not read (`properties.virtualMachine` has no `id`)"
+            ),
+            "{}",
+            r.text
+        );
     }
 
     #[test]

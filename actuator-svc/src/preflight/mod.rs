@@ -89,6 +89,7 @@ pub async fn survey(arm: &ArmClient, lbs: &[String]) -> Survey {
         Ok(map) => {
             note(&mut s, Some(true));
             s.nics = Ok(map.len());
+            s.nics_unreadable = map.unreadable().to_vec();
             map
         }
         Err(e) => {

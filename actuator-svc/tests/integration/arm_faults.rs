@@ -324,8 +324,12 @@ fn sim_transport(sim: &ArmSim) -> Transport {
     Transport::new(&roots).unwrap()
 }
 
-/// An ARM client with arm-sim's credential, pointed at `endpoint`.
+/// An ARM client with arm-sim's credential, pointed at `endpoint` ([`client_with`] its metrics).
 fn client(sim: &ArmSim, endpoint: &str) -> ArmClient {
+    client_with(sim, endpoint, Arc::new(Metrics::new()))
+}
+
+fn client_with(sim: &ArmSim, endpoint: &str, metrics: Arc<Metrics>) -> ArmClient {
     let creds = sim.credentials();
     let cred = credentials::build(
         &CredentialChoice::ClientSecret {
@@ -356,7 +360,7 @@ fn client(sim: &ArmSim, endpoint: &str) -> ArmClient {
             DEFAULT_WRITE,
             now,
         ))),
-        Arc::new(Metrics::new()),
+        metrics,
         Duration::from_secs(5),
     )
 }
@@ -486,6 +490,68 @@ async fn a_next_link_to_another_host_is_refused() {
         "{head}"
     );
     assert!(head.contains("x-ms-client-request-id: "), "{head}");
+}
+
+/// Issue 29 item 7: a NIC the listing cannot read is reported (kept in the map's list and
+/// counted), not dropped; a NIC with an unrelated field of another type still maps to its VM.
+/// The ARM side is a stub serving one page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_nic_is_counted_and_the_others_are_read() {
+    let (sim, _cluster) = start_sim("aks").await;
+    let stub = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stub_port = stub.local_addr().unwrap().port();
+    let nic = |name: &str| {
+        format!(
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/{name}"
+        )
+    };
+    let vm = |name: &str| serde_json::json!({"id": format!("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/{name}")});
+    let page = serde_json::json!({"value": [
+        {"id": nic("vm1-nic"), "properties": {"virtualMachine": vm("vm1")}},
+        {"id": nic("vm2-nic"), "properties": {"virtualMachine": vm("vm2"), "enableAcceleratedNetworking": "true"}},
+        {"id": nic("detached"), "properties": {}},
+        {"id": nic("broken"), "properties": {"virtualMachine": {"id": 42}}},
+    ]})
+    .to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = stub.accept().await {
+            let mut buf = vec![0u8; 16 * 1024];
+            let _ = s.read(&mut buf).await;
+            let rsp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-ms-request-id: r1\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = s.write_all(rsp.as_bytes()).await;
+        }
+    });
+    let metrics = Arc::new(Metrics::new());
+    let arm = client_with(
+        &sim,
+        &format!("http://127.0.0.1:{stub_port}"),
+        metrics.clone(),
+    );
+    let map = arm.list_nics().await.unwrap();
+    assert_eq!(map.len(), 2);
+    assert!(map.vm_of(&nic("vm2-nic").to_ascii_lowercase()).is_some());
+    let bad: Vec<_> = map
+        .unreadable()
+        .iter()
+        .map(|u| (&*u.nic, &*u.reason))
+        .collect();
+    assert_eq!(
+        bad,
+        [(
+            &*nic("broken"),
+            "`properties.virtualMachine.id`: invalid type: integer `42`, expected a string"
+        )]
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains("cutover_actuator_nics_unreadable_total 1\n"),
+        "{}",
+        metrics.encode()
+    );
 }
 
 /// Issue 27 item 7: an http ARM endpoint off loopback is refused at start-up, naming the flag.
