@@ -5,34 +5,18 @@
 
 mod common;
 
+use cutover_testkit::procs::{Proc, Spec};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-/// Starts the binary and returns it with its URL (read from the first stdout line).
-async fn start(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-sim"))
+/// Starts the binary, its output in `dir/kube-sim.log`, and returns it with its URL (read
+/// from the first stdout line).
+async fn start(dir: &Path, args: &[&str]) -> (Proc, String) {
+    let spec = Spec::new("kube-sim", env!("CARGO_BIN_EXE_kube-sim").into())
         .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("first line within 30 s")
-        .unwrap()
-        .expect("a first line");
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
+        .args(args.iter().copied());
+    let (child, url) = Proc::start_listening(&spec, dir).await.unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     (child, url)
 }
@@ -69,14 +53,17 @@ async fn preset_with_kubeconfig_and_control_endpoints() {
     use kube::api::{Api, ListParams};
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
-    let (mut child, url) = start(&[
-        "--preset",
-        "aks-multi-slb",
-        "--preset-nodes",
-        "8",
-        "--kubeconfig",
-        kc.to_str().unwrap(),
-    ])
+    let (mut child, url) = start(
+        dir.path(),
+        &[
+            "--preset",
+            "aks-multi-slb",
+            "--preset-nodes",
+            "8",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ],
+    )
     .await;
     let text = std::fs::read_to_string(&kc).unwrap();
     assert!(text.contains(&format!("server: {url}")), "{text}");
@@ -147,7 +134,7 @@ async fn preset_with_kubeconfig_and_control_endpoints() {
     );
     assert_eq!(call(&url, "POST", "/_sim/fail", "{}").await.0, 400);
     assert_eq!(call(&url, "GET", "/_sim/nothing", "").await.0, 404);
-    child.kill().await.unwrap();
+    child.kill().await;
 }
 
 #[tokio::test]
@@ -157,7 +144,8 @@ async fn seed_file_and_bad_arguments() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed.yaml");
-    let (mut child, _url) = start(&["--seed", seed, "--kubeconfig", kc.to_str().unwrap()]).await;
+    let args = ["--seed", seed, "--kubeconfig", kc.to_str().unwrap()];
+    let (mut child, _url) = start(dir.path(), &args).await;
     let client = kube_client(&kc).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes
@@ -182,7 +170,7 @@ async fn seed_file_and_bad_arguments() {
         .await
         .unwrap();
     assert_eq!(list.items.len(), 1);
-    child.kill().await.unwrap();
+    child.kill().await;
 
     // Broken input stops start-up with a message naming the problem.
     for (args, needle) in [

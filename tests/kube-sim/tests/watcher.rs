@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{client, eventually, sim, sim_with};
+use common::{client, sim, sim_with};
+use cutover_testkit::eventually;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, ObjectReference};
 use k8s_openapi::api::events::v1::Event as EventV1;

@@ -1,11 +1,10 @@
 //! Shared helpers for the integration tests: a started simulator, a kube client for it, a
-//! raw HTTP/1.1 client for exact wire checks, and a poll-until helper.
+//! raw HTTP/1.1 client for exact wire checks (polling: `cutover_testkit::eventually`).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use kube::Client;
 use kube_sim::{KubeSim, Options, Seed};
 use serde_json::Value;
-use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -27,24 +26,6 @@ pub async fn sim() -> KubeSim {
 pub fn client(sim: &KubeSim) -> Client {
     let config = kube::Config::new(sim.url().parse().unwrap());
     Client::try_from(config).unwrap()
-}
-
-/// Polls `check` every 50 ms until it returns Some, failing after 30 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A raw response.
