@@ -4,7 +4,8 @@
 //! 0.21's generated client, and the official Python SDK) run against it unchanged. Facts it follows:
 //! `/work/shared/contracts/arm.md`.
 //!
-//! Data flow: HTTP request → [`server`] (plain or TLS hyper 1 listener) → [`routes`] (auth,
+//! Data flow: HTTP request → [`server`] (plain or TLS hyper 1 listener, on TCP or on streams
+//! handed in: [`ArmSim::start_on`]) → [`routes`] (auth,
 //! injected faults, api-version, token-bucket [`throttle`], then one handler per route) → the
 //! [`store`] under one lock, writes through [`lro`] → JSON rendered by [`model`]. Writes start a long-running operation;
 //! a timer completes it after the completion delay, which releases the LB lock and records each
@@ -116,7 +117,7 @@ pub const API_VERSIONS: &[&str] = &[
     "2026-03-01",
 ];
 
-/// Options of [`ArmSim::start`].
+/// Options of [`ArmSim::start`] (and of [`ArmSim::start_on`], which ignores `listen`).
 #[derive(Debug, Clone)]
 pub struct ArmSimOptions {
     pub listen: SocketAddr,
@@ -309,6 +310,8 @@ impl Shared {
 pub struct ArmSim {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    /// `host:port` the URLs name: the bound address, or what [`ArmSim::start_on`] was given.
+    authority: String,
     ca_pem: Option<String>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -347,9 +350,21 @@ pub struct PoolSnapshot {
 }
 
 impl ArmSim {
-    /// Binds, seeds and starts serving.
+    /// Binds `options.listen`, seeds and starts serving.
     pub async fn start(options: ArmSimOptions) -> Result<Self, StartError> {
         server::start(options).await
+    }
+
+    /// Seeds and serves on `listener` (a TCP listener, or streams another transport hands in:
+    /// the deterministic simulation's network) instead of binding `options.listen`. The URLs
+    /// name `authority` (`host:port`, e.g. `arm:443`), and the TLS certificate is valid for its
+    /// host too. Every connection is still plain or TLS by its first byte.
+    pub async fn start_on(
+        options: ArmSimOptions,
+        listener: cutover_runtime::dial::Listener,
+        authority: &str,
+    ) -> Result<Self, StartError> {
+        server::start_on(options, listener, authority).await
     }
 
     /// Base URL: ARM endpoint and AAD authority host (no trailing slash).
@@ -357,13 +372,20 @@ impl ArmSim {
         &self.shared.base_url
     }
 
+    /// The listener's address (for [`ArmSim::start_on`], what its listener says).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// The same port over TLS (certificate for `127.0.0.1` and `localhost`, see [`ArmSim::ca_pem`]).
+    /// `host:port` the URLs name (the bound address unless [`ArmSim::start_on`] named another).
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The same port over TLS (certificate for `127.0.0.1`, `localhost` and the authority's
+    /// host, see [`ArmSim::ca_pem`]).
     pub fn https_url(&self) -> String {
-        format!("https://{}", self.addr)
+        format!("https://{}", self.authority)
     }
 
     /// The AAD authority host: always https, the only scheme azure_identity 1.x accepts.

@@ -1,6 +1,7 @@
-//! Optional HTTPS: a throwaway CA and a server certificate for `localhost` / `127.0.0.1`,
-//! generated at start. The Python Azure SDK refuses bearer tokens over plain http, so its test
-//! runs the simulator with TLS and trusts the CA PEM.
+//! Optional HTTPS: a throwaway CA and a server certificate for `localhost` / `127.0.0.1` (and
+//! the host a caller serves the simulator under, [`crate::ArmSim::start_on`]), generated at
+//! start. The Python Azure SDK refuses bearer tokens over plain http, so its test runs the
+//! simulator with TLS and trusts the CA PEM.
 
 use std::sync::Arc;
 use tokio_rustls::rustls;
@@ -13,8 +14,9 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// A TLS acceptor plus the CA certificate (PEM) clients must trust.
-pub(crate) fn acceptor() -> Result<(tokio_rustls::TlsAcceptor, String), TlsError> {
+/// A TLS acceptor plus the CA certificate (PEM) clients must trust. The certificate names
+/// `localhost`, `127.0.0.1` and `host` (a DNS name or an IP address).
+pub(crate) fn acceptor(host: &str) -> Result<(tokio_rustls::TlsAcceptor, String), TlsError> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     };
@@ -33,7 +35,11 @@ pub(crate) fn acceptor() -> Result<(tokio_rustls::TlsAcceptor, String), TlsError
     let issuer = Issuer::from_params(&ca_params, &ca_key);
 
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?;
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    if !names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
+        names.push(host.to_owned());
+    }
+    let mut params = CertificateParams::new(names)?;
     params
         .distinguished_name
         .push(DnType::CommonName, "localhost");
