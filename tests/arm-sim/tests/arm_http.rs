@@ -8,6 +8,7 @@ use arm_sim::faults::FaultSpec;
 use arm_sim::model::AdminState;
 use arm_sim::throttle::{Limit, Limits};
 use common::*;
+use cutover_testkit::eventually;
 use serde_json::{Value, json};
 
 /// The pool body with the first entry's adminState set.
@@ -153,7 +154,10 @@ async fn create_is_201_unchanged_put_is_200_succeeded_and_delete_is_202() {
     );
     let loc = del.header("location").unwrap().to_owned();
     assert!(loc.contains("/operationResults/"), "{loc}");
-    wait_for(|| async { (raw.get(&loc, &tok).await.status == 204).then_some(()) }).await;
+    eventually("the delete operation to answer 204", || async {
+        (raw.get(&loc, &tok).await.status == 204).then_some(())
+    })
+    .await;
     let gone = raw.get(&path, &tok).await;
     assert_eq!((gone.status, gone.code()), (404, "NotFound"));
     let again = raw
@@ -665,7 +669,10 @@ async fn authentication_failures_have_arm_bodies() {
     tuning.token_lifetime_secs = 1;
     sim.set_tuning(tuning);
     let short = raw.token(&sim).await;
-    wait_for(|| async { (raw.get(&path, &short).await.status == 401).then_some(()) }).await;
+    eventually("the short token to expire (401)", || async {
+        (raw.get(&path, &short).await.status == 401).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -966,7 +973,7 @@ async fn lb_and_written_pool_read_updating_until_the_exact_end_of_the_operation(
     let put = raw.put(&path, &tok, &body, None).await;
     assert_eq!(put.status, 200, "{:?}", put.body);
     let op_id = op_id_of(put.header("azure-asyncoperation").unwrap());
-    let seen = wait_for(|| async {
+    let seen = eventually("the LB to read Succeeded", || async {
         let state = raw.get(&lb, &tok).await.body["properties"]["provisioningState"].clone();
         (state == "Succeeded").then(jiff::Timestamp::now)
     })
@@ -1078,7 +1085,10 @@ async fn latency_is_the_time_to_answer_and_operations_run_from_the_answer() {
     assert_eq!(put.status, 200, "{:?}", put.body);
     assert!((200..280).contains(&took), "PUT answered in {took} ms");
     let op_id = op_id_of(put.header("azure-asyncoperation").unwrap());
-    let end = wait_for(|| async { sim.operation_record(&op_id).unwrap().end_time }).await;
+    let end = eventually("the operation to end", || async {
+        sim.operation_record(&op_id).unwrap().end_time
+    })
+    .await;
     let ran = end.duration_since(answered).as_millis();
     assert!(
         (290..400).contains(&ran),

@@ -1,15 +1,15 @@
 //! Shared helpers for the integration tests: start a simulator, get tokens, send raw requests
-//! (hyper-util client: the workspace's one HTTP stack), wait for conditions.
+//! (hyper-util client: the workspace's one HTTP stack); waits are `cutover_testkit::eventually`.
 #![allow(dead_code)]
 
 use arm_sim::{ArmSim, ArmSimOptions};
 use bytes::Bytes;
+use cutover_testkit::eventually;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use std::time::Duration;
 
 pub const API: &str = "api-version=2024-03-01";
 pub const RG: &str = "MC_cutover-rg_cutover_eastus";
@@ -178,30 +178,11 @@ impl Raw {
 
     /// Polls an Azure-AsyncOperation URL until it reports a terminal status.
     pub async fn wait_op(&self, url: &str, token: &str) -> Value {
-        wait_for(|| async {
+        eventually("the operation to end", || async {
             let r = self.get(url, token).await;
             assert_eq!(r.status, 200, "{:?}", r.body);
             (r.body["status"] != "InProgress").then_some(r.body)
         })
         .await
-    }
-}
-
-/// Polls `f` every 50 ms until it yields `Some`, for up to 30 s.
-pub async fn wait_for<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
