@@ -214,7 +214,14 @@ pub struct RequestRecord {
     /// Whether the request carried an `Authorization` header.
     #[serde(default)]
     pub authorization: bool,
+    /// Who sent it: the connection's peer address (which replica, in a simulation).
+    #[serde(default)]
+    pub peer: Option<std::net::SocketAddr>,
 }
+
+/// The peer address of the connection a request came on (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub std::net::SocketAddr);
 
 /// Mutable state behind one lock.
 #[derive(Debug)]
@@ -226,6 +233,8 @@ pub(crate) struct State {
     pub faults: Faults,
     pub tuning: Tuning,
     pub requests: Vec<RequestRecord>,
+    /// Records dropped from the front of `requests` (the log is bounded).
+    pub requests_dropped: usize,
     pub structure_log: Vec<structure::StructureChange>,
     /// Load balancers deleted by an outside actor, by lower-cased name, for re-creation
     /// ([`lifecycle`]).
@@ -454,6 +463,25 @@ impl ArmSim {
     /// Every request so far (control calls excluded).
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.state.lock().requests.clone()
+    }
+
+    /// The requests from the `from`-th ever logged on (counting those the bounded log has
+    /// dropped), and the number to ask from next: a harness polling the log sees each once.
+    pub fn requests_since(&self, from: usize) -> (Vec<RequestRecord>, usize) {
+        let st = self.shared.state.lock();
+        let total = st.requests_dropped + st.requests.len();
+        let skip = from
+            .saturating_sub(st.requests_dropped)
+            .min(st.requests.len());
+        (st.requests[skip..].to_vec(), total)
+    }
+
+    /// The effective changes from index `from` on, and the index to read from next.
+    pub fn effective_since(&self, from: usize) -> (Vec<EffectiveEvent>, usize) {
+        let st = self.shared.state.lock();
+        let log = &st.ops.effective;
+        let from = from.min(log.len());
+        (log[from..].to_vec(), log.len())
     }
 
     /// Every admin-state change that became effective, in order.

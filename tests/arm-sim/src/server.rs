@@ -137,6 +137,7 @@ fn serve(
             faults: Default::default(),
             tuning: options.tuning.clone(),
             requests: Vec::new(),
+            requests_dropped: 0,
             structure_log: Vec::new(),
             removed_lbs: Default::default(),
             op_lengths: Default::default(),
@@ -162,11 +163,11 @@ enum Incoming {
     Handed(BoxStream),
 }
 
-async fn accept(listener: &mut Listener) -> io::Result<Incoming> {
+async fn accept(listener: &mut Listener) -> io::Result<(Incoming, std::net::SocketAddr)> {
     match listener {
         // As before the listener could be handed in: no TCP_NODELAY here.
-        Listener::Tcp(l) => l.accept().await.map(|(s, _)| Incoming::Tcp(s)),
-        handed => handed.accept().await.map(|(s, _)| Incoming::Handed(s)),
+        Listener::Tcp(l) => l.accept().await.map(|(s, p)| (Incoming::Tcp(s), p)),
+        handed => handed.accept().await.map(|(s, p)| (Incoming::Handed(s), p)),
     }
 }
 
@@ -262,7 +263,7 @@ async fn accept_loop(
             a = accept(&mut listener), if !closed => a,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
-        let incoming = match accepted {
+        let (incoming, peer) = match accepted {
             Ok(s) => s,
             Err(e) if matches!(listener, Listener::Handed { .. }) => {
                 tracing::debug!(error = %e, "handed listener closed");
@@ -277,8 +278,11 @@ async fn accept_loop(
         let shared = shared.clone();
         let tls = tls.clone();
         conns.spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req| crate::routes::handle(shared.clone(), req));
+            let service = hyper::service::service_fn(move |mut req: http::Request<_>| {
+                // The request log names who sent each request.
+                req.extensions_mut().insert(crate::Peer(peer));
+                crate::routes::handle(shared.clone(), req)
+            });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let (stream, is_tls) = incoming.classify().await;
             let result = match tls.filter(|_| is_tls) {

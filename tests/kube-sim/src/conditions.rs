@@ -83,6 +83,13 @@ impl ConditionLog {
     }
 
     /// Every change of conditions of type `kind` (all types when None), oldest first.
+    /// The changes from index `from` on, and the index to read from next (a reader that
+    /// polls sees each change once, until the log reaches its limit and drops the oldest).
+    pub fn since(&self, from: usize) -> (Vec<ConditionChange>, usize) {
+        let from = from.min(self.changes.len());
+        (self.changes[from..].to_vec(), self.changes.len())
+    }
+
     pub fn of_type(&self, kind: Option<&str>) -> Vec<ConditionChange> {
         self.changes
             .iter()

@@ -137,6 +137,12 @@ impl Faults {
         self.log.clone()
     }
 
+    /// The requests logged from index `from` on, and the index to read from next.
+    pub fn requests_since(&self, from: usize) -> (Vec<RequestRecord>, usize) {
+        let from = from.min(self.log.len());
+        (self.log[from..].to_vec(), self.log.len())
+    }
+
     pub fn clear_requests(&mut self) {
         self.log.clear();
     }

@@ -435,6 +435,17 @@ impl KubeSim {
         self.shared.faults.lock().requests()
     }
 
+    /// The requests served from index `from` on, and the index to read from next (for a
+    /// harness that polls the log as it grows).
+    pub fn requests_since(&self, from: usize) -> (Vec<RequestRecord>, usize) {
+        self.shared.faults.lock().requests_since(from)
+    }
+
+    /// Node condition changes from index `from` on, and the index to read from next.
+    pub fn condition_log_since(&self, from: usize) -> (Vec<conditions::ConditionChange>, usize) {
+        self.shared.state.lock().store.conditions().since(from)
+    }
+
     pub fn clear_requests(&self) {
         self.shared.faults.lock().clear_requests();
     }

@@ -168,7 +168,9 @@ pub(crate) async fn handle(
     // Bounded: a long sandbox run must not grow without limit; the oldest quarter goes first.
     if st.requests.len() >= crate::REQUEST_LOG_CAP {
         st.requests.drain(..crate::REQUEST_LOG_CAP / 4);
+        st.requests_dropped += crate::REQUEST_LOG_CAP / 4;
     }
+    let peer = parts.extensions.get::<crate::Peer>().map(|p| p.0);
     st.requests.push(RequestRecord {
         time: jiff::Timestamp::now(),
         received,
@@ -191,6 +193,7 @@ pub(crate) async fn handle(
         user_agent: request_header(&parts, http::header::USER_AGENT.as_str()),
         client_request_id: request_header(&parts, "x-ms-client-request-id"),
         authorization: parts.headers.contains_key(http::header::AUTHORIZATION),
+        peer,
     });
     drop(st);
     outcome.resp.ok_or(Dropped)
