@@ -13,6 +13,7 @@ use crate::grpc::auth::AllowLists;
 use crate::metrics::Metrics;
 use crate::tls_reload::{ServerTlsFiles, TlsReloader};
 use anyhow::Context;
+use cutover_runtime::dial::Dialer;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -43,8 +44,13 @@ pub(crate) struct Loaded {
     http: Transport,
 }
 
-/// Step 1: `azure.json` and the AAD authority.
-pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
+/// Step 1: `azure.json` and the AAD authority. Every Azure call (tokens and ARM) goes over TCP
+/// (through the environment's proxy settings), or over `dialer` when there is one.
+pub(crate) fn load(
+    args: &Args,
+    env: &EnvOverrides,
+    dialer: Option<Dialer>,
+) -> anyhow::Result<Loaded> {
     let text = std::fs::read_to_string(&args.cloud_config)
         .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
     let cfg = azure_json::parse(&text, &args.cluster_name, env)
@@ -62,7 +68,11 @@ pub(crate) fn load(args: &Args, env: &EnvOverrides) -> anyhow::Result<Loaded> {
         Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
         None => Vec::new(),
     };
-    let http = Transport::new(&extra_roots).context("HTTPS client")?;
+    let http = match dialer {
+        None => Transport::new(&extra_roots),
+        Some(dialer) => Transport::with_dialer(&extra_roots, dialer),
+    }
+    .context("HTTPS client")?;
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
     Ok(Loaded { cfg, cloud, http })
 }

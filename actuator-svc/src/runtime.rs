@@ -1,6 +1,9 @@
 //! Wiring: config -> credential -> ARM client -> store + writers -> gRPC and admin servers, and
 //! the drain on shutdown. Everything is validated before any port is bound (steps 1 and 2,
 //! loading and the ARM client, are `bootstrap`'s, shared with `preflight`).
+//!
+//! [`start`] binds TCP and dials TCP; [`start_with`] takes its listeners and its dialer from
+//! the caller ([`Transports`]: the deterministic simulation's network). Nothing else differs.
 
 use crate::arm::ArmClient;
 use crate::arm::budget::{Limits, ToolShare};
@@ -19,6 +22,7 @@ use crate::writer::{InFlight, PollPace, Writer, WriterConfig};
 use anyhow::Context;
 use cutover_runtime::admin::{self, Admin, Connections, Style};
 use cutover_runtime::backoff::Backoff;
+use cutover_runtime::dial::{Dialer, Listener};
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -69,10 +73,52 @@ impl Running {
     }
 }
 
+/// Where connections come from and go to, when not TCP ([`start_with`]).
+#[derive(Debug)]
+pub struct Transports {
+    /// gRPC connections (instead of binding `--grpc-listen`).
+    pub grpc: Listener,
+    /// Admin connections (instead of binding `--admin-listen`).
+    pub admin: Listener,
+    /// Opens every outbound connection (tokens and ARM); `None`: TCP, through the
+    /// environment's proxy settings, as [`start`] does.
+    pub dialer: Option<Dialer>,
+}
+
 /// Loads the config and starts everything, as a list of steps: every input is validated
 /// before any port is bound.
 pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
-    let loaded = bootstrap::load(&args, &env)?;
+    run(args, env, None, Step4::Bind).await
+}
+
+/// [`start`] on the listeners and dialer given instead of TCP (`--grpc-listen` and
+/// `--admin-listen` are not read). `Running`'s addresses are the listeners' `local_addr`.
+pub async fn start_with(
+    args: Args,
+    env: EnvOverrides,
+    transports: Transports,
+) -> anyhow::Result<Running> {
+    let Transports {
+        grpc,
+        admin,
+        dialer,
+    } = transports;
+    run(args, env, dialer, Step4::Given { grpc, admin }).await
+}
+
+/// Where step 4's listeners come from.
+enum Step4 {
+    Bind,
+    Given { grpc: Listener, admin: Listener },
+}
+
+async fn run(
+    args: Args,
+    env: EnvOverrides,
+    dialer: Option<Dialer>,
+    step4: Step4,
+) -> anyhow::Result<Running> {
+    let loaded = bootstrap::load(&args, &env, dialer)?;
     let metrics = Arc::new(Metrics::new());
     let (tls, lists) = bootstrap::grpc_security(&args, &metrics)?;
     let (arm, read) = bootstrap::arm_client(&args, &env, &loaded, metrics.clone())?;
@@ -81,7 +127,10 @@ pub async fn start(args: Args, env: EnvOverrides) -> anyhow::Result<Running> {
     let store = Arc::new(Store::new(&lbs, metrics.clone()));
     store.uplink().set_standalone(args.standalone);
     let cache = Arc::new(SharedCache::default());
-    let (grpc_listener, admin_listener) = bind(&args).await?;
+    let (grpc_listener, admin_listener) = match step4 {
+        Step4::Bind => bind(&args).await?,
+        Step4::Given { grpc, admin } => (grpc, admin),
+    };
     let (grpc_addr, admin_addr) = (grpc_listener.local_addr()?, admin_listener.local_addr()?);
     let (shutdown, shutdown_rx) = watch::channel(false);
 
@@ -134,14 +183,14 @@ fn writer_config(args: &Args) -> anyhow::Result<WriterConfig> {
 }
 
 /// Step 4: both listeners (the last step that can fail on input).
-async fn bind(args: &Args) -> anyhow::Result<(TcpListener, TcpListener)> {
+async fn bind(args: &Args) -> anyhow::Result<(Listener, Listener)> {
     let grpc = TcpListener::bind(args.grpc_listen)
         .await
         .with_context(|| format!("--grpc-listen {}", args.grpc_listen))?;
     let admin = TcpListener::bind(args.admin_listen)
         .await
         .with_context(|| format!("--admin-listen {}", args.admin_listen))?;
-    Ok((grpc, admin))
+    Ok((grpc.into(), admin.into()))
 }
 
 /// The shared parts every task is built from.
@@ -263,7 +312,7 @@ impl Parts {
     }
 
     /// The admin port, until the drain starts.
-    fn spawn_admin(&self, listener: TcpListener, ready: admin::ReadyFn) -> JoinHandle<()> {
+    fn spawn_admin(&self, listener: Listener, ready: admin::ReadyFn) -> JoinHandle<()> {
         let metrics = self.metrics.clone();
         let admin = Admin {
             ready,
@@ -309,7 +358,7 @@ impl Parts {
     /// The gRPC server, its health reporter and the TLS reloader.
     async fn spawn_grpc(
         &self,
-        listener: TcpListener,
+        listener: Listener,
         tls: Option<Arc<TlsReloader>>,
         svc: ActuatorService,
         ready: admin::ReadyFn,

@@ -8,13 +8,22 @@
 //! only if that succeeds does it replace the one new handshakes use. Established connections
 //! keep the session they negotiated, so no stream is dropped. A half-written or mismatched set
 //! is logged once and the previous configuration stays in force.
+//!
+//! Connections come from a [`Listener`]: TCP, or streams handed in by another transport (the
+//! deterministic simulation's network), each with the addresses tonic reports for it
+//! ([`Accepted`]), so client certificates reach the RPCs the same way from either.
 
+use cutover_runtime::dial::{BoxStream, Listener};
 use parking_lot::{Mutex, RwLock};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Context;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::ring;
@@ -23,6 +32,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// How often the files are compared with what was last read. A Secret update reaches the pod
 /// after the kubelet's sync period (about a minute), so a few seconds more do not matter.
@@ -229,19 +239,138 @@ impl TlsReloader {
     }
 }
 
-/// Accepts TCP connections and completes TLS handshakes with whatever configuration is
+/// An accepted connection: a TCP stream, or a stream handed in with the addresses it was made
+/// for. tonic sees both as TCP (`TcpConnectInfo`, and under TLS `TlsConnectInfo` of it, where
+/// `Request::peer_certs` finds the client certificate).
+#[derive(Debug)]
+pub enum Accepted {
+    Tcp(TcpStream),
+    Handed {
+        stream: BoxStream,
+        local: SocketAddr,
+        peer: SocketAddr,
+    },
+}
+
+impl Connected for Accepted {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        match self {
+            Accepted::Tcp(s) => s.connect_info(),
+            Accepted::Handed { local, peer, .. } => TcpConnectInfo {
+                local_addr: Some(*local),
+                remote_addr: Some(*peer),
+            },
+        }
+    }
+}
+
+impl AsyncRead for Accepted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Accepted::Handed { stream, .. } => Pin::new(stream).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Accepted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Accepted::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Accepted::Handed { stream, .. } => Pin::new(stream).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Accepted::Handed { stream, .. } => Pin::new(stream).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Accepted::Handed { stream, .. } => Pin::new(stream).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Accepted::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Accepted::Handed { stream, .. } => Pin::new(stream).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Accepted::Tcp(s) => s.is_write_vectored(),
+            Accepted::Handed { stream, .. } => stream.is_write_vectored(),
+        }
+    }
+}
+
+/// The next connection of `listener` and its peer's address. TCP connections get
+/// `TCP_NODELAY`: Nagle would hold small answers back for a delayed ACK (~40 ms per unary
+/// call). A handed listener whose sender is gone answers `ConnectionAborted` from then on.
+pub async fn accept(listener: &mut Listener) -> io::Result<(Accepted, SocketAddr)> {
+    match listener {
+        Listener::Tcp(l) => {
+            let (tcp, peer) = l.accept().await?;
+            let _ = tcp.set_nodelay(true);
+            Ok((Accepted::Tcp(tcp), peer))
+        }
+        handed => {
+            let local = handed.local_addr()?;
+            let (stream, peer) = handed.accept().await?;
+            Ok((
+                Accepted::Handed {
+                    stream,
+                    local,
+                    peer,
+                },
+                peer,
+            ))
+        }
+    }
+}
+
+/// Accepts connections and completes TLS handshakes with whatever configuration is
 /// current when each connection arrives; handshakes run concurrently so a slow client holds
-/// up nobody. Ends when the receiver is dropped.
+/// up nobody. Ends when the receiver is dropped. A handed listener that closes accepts
+/// nothing more; the receiver then waits (for the server's shutdown).
 pub fn incoming(
-    listener: TcpListener,
+    mut listener: Listener,
     tls: Arc<TlsReloader>,
-) -> mpsc::Receiver<std::io::Result<TlsStream<TcpStream>>> {
+) -> mpsc::Receiver<io::Result<TlsStream<Accepted>>> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         loop {
-            let (tcp, peer) = tokio::select! {
-                r = listener.accept() => match r {
+            let (conn, peer) = tokio::select! {
+                r = accept(&mut listener) => match r {
                     Ok(c) => c,
+                    Err(e) if matches!(listener, Listener::Handed { .. }) => {
+                        tracing::debug!(error = %e, "gRPC listener closed");
+                        tx.closed().await;
+                        return;
+                    }
                     Err(e) => {
                         // Out of file descriptors and the like: back off briefly.
                         tracing::warn!(error = %e, "accepting a gRPC connection failed");
@@ -251,11 +380,9 @@ pub fn incoming(
                 },
                 _ = tx.closed() => return,
             };
-            // Nagle would hold small answers back for a delayed ACK (~40 ms per unary call).
-            let _ = tcp.set_nodelay(true);
             let acceptor = TlsAcceptor::from(tls.config());
             let tx = tx.clone();
-            tokio::spawn(handshake(acceptor, tcp, peer, tx));
+            tokio::spawn(handshake(acceptor, conn, peer, tx));
         }
     });
     rx
@@ -263,11 +390,11 @@ pub fn incoming(
 
 async fn handshake(
     acceptor: TlsAcceptor,
-    tcp: TcpStream,
+    conn: Accepted,
     peer: SocketAddr,
-    tx: mpsc::Sender<std::io::Result<TlsStream<TcpStream>>>,
+    tx: mpsc::Sender<io::Result<TlsStream<Accepted>>>,
 ) {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(conn)).await {
         Ok(Ok(stream)) => {
             let _ = tx.send(Ok(stream)).await;
         }

@@ -6,6 +6,10 @@
 //! credentials reach it through azure_core's [`HttpClient`] trait (set as the transport of
 //! their pipelines in `credentials`).
 //!
+//! Connections are TCP (`HttpConnector`, through the proxy when the environment names one), or
+//! whatever a [`Dialer`] opens ([`Transport::with_dialer`]: the deterministic simulation's
+//! network); TLS, HTTP and everything above are the same either way.
+//!
 //! Trusted roots: the Mozilla roots (webpki-roots, so a distroless image needs no CA bundle),
 //! the platform's store (which honours `SSL_CERT_FILE` / `SSL_CERT_DIR`), and any extra PEM
 //! certificates the operator names (a private cloud, a TLS-inspecting proxy, the simulators).
@@ -14,12 +18,13 @@ use super::body::ChunkBody;
 use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::http::{AsyncRawResponse, Body, HttpClient, Request, StatusCode};
 use bytes::Bytes;
+use cutover_runtime::dial::{Conn, Dialer};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
@@ -38,7 +43,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POOL_IDLE: Duration = Duration::from_secs(90);
 /// Bound on one token request through [`HttpClient`]; azure_core's retry policy may try again.
 const TOKEN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// The largest read from an ARM connection (see `Transport::new`).
+/// The largest read from an ARM connection (see `client`).
 pub const PROBE_READ_MAX: usize = 64 * 1024;
 
 /// A transport that cannot be built.
@@ -58,18 +63,56 @@ pub struct SendError(String);
 /// The shared HTTPS client. Cheap to clone (one connection pool).
 #[derive(Clone)]
 pub struct Transport {
-    client: Client<HttpsConnector<ProxyConnector>, ChunkBody>,
+    client: Clients,
 }
 
-/// Opens TCP connections directly, or through an HTTP proxy's `CONNECT` tunnel when the
-/// proxy settings name one for the destination (AKS's HTTP proxy feature injects
+/// The one client, by how it connects (the connector is part of hyper's client type).
+#[derive(Clone)]
+enum Clients {
+    Tcp(Client<HttpsConnector<ProxyConnector>, ChunkBody>),
+    Dialer(Client<HttpsConnector<ProxyConnector<Dialed>>, ChunkBody>),
+}
+
+/// A [`Dialer`] bounded by [`CONNECT_TIMEOUT`], as the TCP connector is.
+#[derive(Clone)]
+struct Dialed(Dialer);
+
+impl tower::Service<http::Uri> for Dialed {
+    type Response = Conn;
+    type Error = std::io::Error;
+    type Future = futures::future::BoxFuture<'static, std::io::Result<Conn>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let connecting = self.0.call(dst);
+        Box::pin(async move {
+            tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("connect timed out after {CONNECT_TIMEOUT:?}"),
+                    )
+                })?
+        })
+    }
+}
+
+/// Opens connections directly (`C`: TCP, or a [`Dialer`]), or through an HTTP proxy's `CONNECT`
+/// tunnel (opened with `C` too) when the proxy settings name one for the destination (AKS's HTTP proxy feature injects
 /// `HTTPS_PROXY`/`NO_PROXY` into every pod, and where only the proxy leads out, ARM and Azure
 /// AD are reached only through it; azure-production.md 4). TLS runs end to end inside the
 /// tunnel. Only https destinations are tunnelled: plain http goes only to the managed-identity
 /// endpoint (169.254.169.254, in AKS's default `NO_PROXY`) or to loopback.
 #[derive(Clone)]
-pub struct ProxyConnector {
-    direct: HttpConnector,
+pub struct ProxyConnector<C = HttpConnector> {
+    direct: C,
     matcher: Arc<Matcher>,
     /// Destinations already logged as reached through the proxy (logged once each).
     logged: Arc<parking_lot::Mutex<std::collections::BTreeSet<String>>>,
@@ -77,8 +120,14 @@ pub struct ProxyConnector {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-impl tower::Service<http::Uri> for ProxyConnector {
-    type Response = <HttpConnector as tower::Service<http::Uri>>::Response;
+impl<C> tower::Service<http::Uri> for ProxyConnector<C>
+where
+    C: tower::Service<http::Uri> + Clone + Send + 'static,
+    C::Response: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
     type Error = BoxError;
     type Future = std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>,
@@ -158,46 +207,37 @@ impl Transport {
         extra_roots: &[CertificateDer<'static>],
         proxy: Matcher,
     ) -> Result<Self, TransportError> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        let native = rustls_native_certs::load_native_certs();
-        for e in &native.errors {
-            tracing::debug!(error = %e, "platform certificate store");
-        }
-        let (_, unusable) = roots.add_parsable_certificates(native.certs);
-        if unusable > 0 {
-            tracing::debug!(unusable, "platform certificates skipped");
-        }
-        for cert in extra_roots {
-            roots.add(cert.clone())?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = tls_config(extra_roots)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         http.set_nodelay(true);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(ProxyConnector {
-                direct: http,
-                matcher: Arc::new(proxy),
-                logged: Default::default(),
-            });
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            // Reads of at most 64 KiB: a completion probe that stops at the LB's
-            // provisioningState then takes at most that much of a 16 MB document off the
-            // socket (hyper's adaptive buffer would grow to 400 KiB on a connection that
-            // carried whole documents); a whole read costs a few hundred more syscalls.
-            .http1_max_buf_size(PROBE_READ_MAX)
-            .build(connector);
-        Ok(Self { client })
+        Ok(Self {
+            client: Clients::Tcp(client(https(tls, http, proxy))),
+        })
+    }
+
+    /// The same client (roots, TLS, HTTP settings, pool) over connections `dialer` opens:
+    /// no TCP connect and no DNS lookup of its own, and no proxy (the environment's proxy
+    /// settings are not read). Each dial is bounded by the same connect timeout.
+    pub fn with_dialer(
+        extra_roots: &[CertificateDer<'static>],
+        dialer: Dialer,
+    ) -> Result<Self, TransportError> {
+        Self::with_dialer_and_proxy(extra_roots, dialer, Matcher::builder().build())
+    }
+
+    /// [`Transport::with_dialer`] reaching https destinations through the proxy `proxy` names,
+    /// as [`Transport::with_proxy`] does (the tunnel to the proxy is dialled too).
+    pub fn with_dialer_and_proxy(
+        extra_roots: &[CertificateDer<'static>],
+        dialer: Dialer,
+        proxy: Matcher,
+    ) -> Result<Self, TransportError> {
+        let tls = tls_config(extra_roots)?;
+        Ok(Self {
+            client: Clients::Dialer(client(https(tls, Dialed(dialer), proxy))),
+        })
     }
 
     /// Sends one request; the response body is read by the caller.
@@ -205,7 +245,11 @@ impl Transport {
         &self,
         req: http::Request<ChunkBody>,
     ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
-        self.client.request(req).await.map_err(|e| {
+        let sent = match &self.client {
+            Clients::Tcp(c) => c.request(req).await,
+            Clients::Dialer(c) => c.request(req).await,
+        };
+        sent.map_err(|e| {
             // hyper-util's error says "client error (Connect)"; the cause says what happened.
             let mut message = e.to_string();
             let mut source = std::error::Error::source(&e);
@@ -217,6 +261,59 @@ impl Transport {
             SendError(message)
         })
     }
+}
+
+/// The TLS client configuration: the built-in and platform roots plus `extra_roots`.
+fn tls_config(
+    extra_roots: &[CertificateDer<'static>],
+) -> Result<rustls::ClientConfig, TransportError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let native = rustls_native_certs::load_native_certs();
+    for e in &native.errors {
+        tracing::debug!(error = %e, "platform certificate store");
+    }
+    let (_, unusable) = roots.add_parsable_certificates(native.certs);
+    if unusable > 0 {
+        tracing::debug!(unusable, "platform certificates skipped");
+    }
+    for cert in extra_roots {
+        roots.add(cert.clone())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// TLS (https) or not (http) over `direct`, through the proxy `proxy` names.
+fn https<C>(
+    tls: rustls::ClientConfig,
+    direct: C,
+    proxy: Matcher,
+) -> HttpsConnector<ProxyConnector<C>> {
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(ProxyConnector {
+            direct,
+            matcher: Arc::new(proxy),
+            logged: Default::default(),
+        })
+}
+
+/// The pooled client over `connector`.
+fn client<C: Connect + Clone>(connector: C) -> Client<C, ChunkBody> {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE)
+        // Reads of at most 64 KiB: a completion probe that stops at the LB's
+        // provisioningState then takes at most that much of a 16 MB document off the
+        // socket (hyper's adaptive buffer would grow to 400 KiB on a connection that
+        // carried whole documents); a whole read costs a few hundred more syscalls.
+        .http1_max_buf_size(PROBE_READ_MAX)
+        .build(connector)
 }
 
 fn io_error(message: String) -> azure_core::Error {

@@ -10,9 +10,9 @@ pub mod service;
 use crate::inbound::validate;
 use crate::tls_reload::{self, TlsReloader};
 use cutover_proto::v1::actuator_server::ActuatorServer;
+use cutover_runtime::dial::Listener;
 use service::ActuatorService;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tonic::transport::Server;
 
 /// The server cannot be set up.
@@ -54,14 +54,15 @@ pub fn reflection_services() -> Result<
     Ok((v1, v1alpha))
 }
 
-/// Serves until `shutdown` resolves.
+/// Serves until `shutdown` resolves, on `listener` (a TCP listener converts).
 pub async fn serve<H: tonic_health::pb::health_server::Health>(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     tls: Option<Arc<TlsReloader>>,
     svc: ActuatorService,
     health_svc: tonic_health::pb::health_server::HealthServer<H>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    let listener = listener.into();
     let (reflection_v1, reflection_v1alpha) = reflection_services()?;
     // HTTP/2 keepalive ends streams of a peer that hangs without closing its connection.
     let router = Server::builder()
@@ -83,17 +84,19 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
                 .await
         }
         None => {
-            // Our own listener bypasses tonic's `tcp_nodelay`: set it per connection, or
-            // Nagle holds small answers back for a delayed ACK (~40 ms per unary call).
-            let incoming = tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                |conn| {
-                    if let Ok(c) = &conn {
-                        let _ = c.set_nodelay(true);
+            // Our own listener bypasses tonic's `tcp_nodelay`: `accept` sets it per
+            // connection. Accept errors go to tonic (which skips them); a handed listener
+            // that closed yields nothing more until shutdown.
+            let incoming = futures::stream::unfold(listener, |mut listener| async move {
+                match tls_reload::accept(&mut listener).await {
+                    Ok((conn, _)) => Some((Ok(conn), listener)),
+                    Err(_) if matches!(listener, Listener::Handed { .. }) => {
+                        std::future::pending::<()>().await;
+                        None
                     }
-                    conn
-                },
-            );
+                    Err(e) => Some((Err(e), listener)),
+                }
+            });
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await

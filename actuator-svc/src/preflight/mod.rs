@@ -144,7 +144,16 @@ pub async fn survey(arm: &ArmClient, lbs: &[String]) -> Survey {
 /// the service does, reads, classifies. The caller prints [`Report::text`] and exits non-zero
 /// when [`Report::blocking`].
 pub async fn run(args: &Args, env: &EnvOverrides) -> anyhow::Result<Report> {
-    let loaded = crate::bootstrap::load(args, env)?;
+    run_with(args, env, None).await
+}
+
+/// [`run`] with every Azure call over `dialer` (when given) instead of TCP.
+pub async fn run_with(
+    args: &Args,
+    env: &EnvOverrides,
+    dialer: Option<cutover_runtime::dial::Dialer>,
+) -> anyhow::Result<Report> {
+    let loaded = crate::bootstrap::load(args, env, dialer)?;
     let (arm, _) = crate::bootstrap::arm_client(args, env, &loaded, Arc::new(Metrics::new()))?;
     let lbs = crate::bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let survey = survey(&arm, &lbs).await;
