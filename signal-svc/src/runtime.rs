@@ -13,6 +13,7 @@ use crate::stream::StreamConfig;
 use crate::stream::discovery;
 use crate::writers::{events, gate, taint};
 use cutover_runtime::admin::{self, Admin, Connections, Style};
+use cutover_runtime::dial::{Dialer, Listener};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +45,35 @@ pub struct Service {
     /// `Retry-After` inside one call; the election retries on its own schedule, bounded by
     /// the time left before its renew deadline.
     lease_client: kube::Client,
-    listener: TcpListener,
+    listener: Listener,
     admin_addr: SocketAddr,
+    /// Opens the streams to the actuators; None: tonic's own TCP connector.
+    dialer: Option<Dialer>,
+}
+
+/// What a [`Service`] runs on besides its [`Config`]: [`Service::bind`] makes them from the
+/// config (kube's clients, the admin port bound on TCP, tonic's own connector); a caller with
+/// another transport (the deterministic simulation) hands its own in to
+/// [`Service::from_parts`] (clients over a `Dialer`: [`crate::k8s::client::over`]).
+pub struct Parts {
+    /// Every Kubernetes call but the Lease's.
+    pub client: kube::Client,
+    /// The Lease's calls: a client without kube's retry of 429/503/504
+    /// (`default_retry = false`).
+    pub lease_client: kube::Client,
+    /// Where the admin port (`/live`, `/ready`, `/metrics`) accepts connections.
+    pub admin: Listener,
+    /// Opens the gRPC streams to the actuators; None: tonic's TCP connector.
+    pub dialer: Option<Dialer>,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("admin", &self.admin)
+            .field("dialer", &self.dialer)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Service {
@@ -93,6 +121,27 @@ impl Service {
                 addr: config.admin_listen,
                 source,
             })?;
+        Self::from_parts(
+            config,
+            Parts {
+                client,
+                lease_client,
+                admin: listener.into(),
+                dialer: None,
+            },
+        )
+    }
+
+    /// An instance from `config` and the given clients, admin listener and dialer
+    /// (`config.kubeconfig` and `config.admin_listen` are then not used, but for naming the
+    /// listener in an error).
+    pub fn from_parts(config: Config, parts: Parts) -> Result<Self, RunError> {
+        let Parts {
+            client,
+            lease_client,
+            admin: listener,
+            dialer,
+        } = parts;
         let admin_addr = listener.local_addr().map_err(|source| RunError::Bind {
             addr: config.admin_listen,
             source,
@@ -103,6 +152,7 @@ impl Service {
             lease_client,
             listener,
             admin_addr,
+            dialer,
         })
     }
 
@@ -120,6 +170,7 @@ impl Service {
             lease_client,
             listener,
             admin_addr,
+            dialer,
         } = self;
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(shared_state(&config, taint_tx));
@@ -142,6 +193,7 @@ impl Service {
             lease_client,
             listener,
             admin_addr,
+            dialer,
             shared,
             taint_rx,
             stop: stop.clone(),
@@ -183,8 +235,9 @@ struct Wiring<'a> {
     config: &'a Config,
     client: kube::Client,
     lease_client: kube::Client,
-    listener: TcpListener,
+    listener: Listener,
     admin_addr: SocketAddr,
+    dialer: Option<Dialer>,
     shared: Arc<Shared>,
     taint_rx: mpsc::UnboundedReceiver<crate::core::index::TaintRequest>,
     stop: CancellationToken,
@@ -212,6 +265,7 @@ impl Wiring<'_> {
             lease_client,
             listener,
             admin_addr,
+            dialer,
             shared: s,
             taint_rx,
             stop: t,
@@ -263,8 +317,13 @@ impl Wiring<'_> {
             t.clone(),
         );
         spawn(tasks, "discovery", discover);
-        let streams =
-            stream::manager::run(stream_config(config, c), s.clone(), ep_rx, ev_tx, t.clone());
+        let streams = stream::manager::run(
+            stream_config(config, c, dialer),
+            s.clone(),
+            ep_rx,
+            ev_tx,
+            t.clone(),
+        );
         spawn(tasks, "stream manager", streams);
         spawn(tasks, "readiness", log_when_ready(s, admin_addr, t));
     }
@@ -290,8 +349,9 @@ fn admin_port(s: Arc<Shared>) -> Admin {
     }
 }
 
-/// The streams' settings; hold requests arriving on them are written through `client`.
-fn stream_config(config: &Config, client: &kube::Client) -> StreamConfig {
+/// The streams' settings; hold requests arriving on them are written through `client`; the
+/// streams are opened by `dialer` when given.
+fn stream_config(config: &Config, client: &kube::Client, dialer: Option<Dialer>) -> StreamConfig {
     let default_server_name = match &config.discovery {
         Discovery::Service { host, .. } => Some(host.clone()),
         Discovery::Static(_) => None,
@@ -304,6 +364,7 @@ fn stream_config(config: &Config, client: &kube::Client) -> StreamConfig {
         resync_interval: config.resync_interval,
         keepalive: config.actuator_keepalive,
         holds: Some(crate::writers::hold::HoldWriter::new(client.clone())),
+        dialer,
     }
 }
 

@@ -472,6 +472,7 @@ fn stream_config() -> signal_svc::stream::StreamConfig {
         resync_interval: Duration::from_secs(3600),
         keepalive: Duration::from_secs(1),
         holds: None,
+        dialer: None,
     }
 }
 

@@ -85,7 +85,12 @@ async fn connect(
             .tls_config(tls.source.client_config(name))
             .map_err(terr)?;
     }
-    let channel = ep.connect().await.map_err(terr)?;
+    let channel = match &cfg.dialer {
+        // The same endpoint (timeouts, keepalives, TLS) over the caller's transport.
+        Some(dialer) => ep.connect_with_connector(dialer.clone()).await,
+        None => ep.connect().await,
+    }
+    .map_err(terr)?;
     Ok(ActuatorClient::new(channel))
 }
 

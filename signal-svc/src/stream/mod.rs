@@ -28,6 +28,7 @@ use crate::config::TlsMaterial;
 use crate::writers::hold::HoldWriter;
 use cutover_proto::v1::SignalMessage;
 use cutover_proto::v1::signal_message::Kind;
+use cutover_runtime::dial::Dialer;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -49,6 +50,9 @@ pub struct StreamConfig {
     /// Writes the tool holds actuators forward (absent in tests that do not talk to
     /// Kubernetes).
     pub holds: Option<HoldWriter>,
+    /// Opens the streams' connections (a simulated network); None: tonic's TCP connector.
+    /// TLS, when configured, runs over what it opens.
+    pub dialer: Option<Dialer>,
 }
 
 /// How long the actuator has to acknowledge the `Hello`.
