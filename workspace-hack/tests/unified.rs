@@ -204,14 +204,22 @@ fn section(entries: &BTreeMap<&Key, &BTreeSet<String>>) -> String {
     lines.join("\n")
 }
 
+/// The member left out of the unification: the whole-service simulation runs the services on
+/// turmoil, which needs tokio's `test-util` (paused runtimes). Pinning that here would ship it
+/// in both images; instead a build that includes tests/dst (the full suite, `cargo test
+/// --workspace`) compiles tokio and what sits on it once more, and every other selection,
+/// the images' included, stays without it.
+const OUTSIDE: &str = "cutover-dst";
+
 #[test]
 fn every_selection_of_packages_builds_shared_dependencies_with_the_same_features() {
     let members = members();
     assert!(members.contains("cutover-e2e") && members.contains("actuator-svc"));
-    let whole = resolve(&["--workspace"], true, &members);
+    let workspace = ["--workspace", "--exclude", OUTSIDE];
+    let whole = resolve(&workspace, true, &members);
     // Dependencies only tests use are never shared with a nested build of a binary; pinning
     // them here would make every release build compile them.
-    let built = resolve(&["--workspace"], false, &members);
+    let built = resolve(&workspace, false, &members);
     let pinned = pinned();
 
     let mut problems = Vec::new();
@@ -228,7 +236,7 @@ fn every_selection_of_packages_builds_shared_dependencies_with_the_same_features
         .filter(|k| whole.contains_key(k))
         .cloned()
         .collect();
-    for member in &members {
+    for member in members.iter().filter(|m| *m != OUTSIDE) {
         for dev in [false, true] {
             for (key, features) in resolve(&["-p", member], dev, &members) {
                 if !built.contains_key(&key) {

@@ -188,16 +188,22 @@ pub enum Rule {
     LeftDown,
     LeaderFlap,
     DrainGate,
+    /// Two actuators wrote one LB beyond the stated bound (judged by the simulation).
+    OneWriter,
+    /// A signal-svc replica wrote a Node without holding the Lease (judged by the simulation).
+    LeaderOnly,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 6] = [
+    pub const ALL: [Rule; 8] = [
         Rule::EndState,
         Rule::ChangedTwice,
         Rule::Late,
         Rule::LeftDown,
         Rule::LeaderFlap,
         Rule::DrainGate,
+        Rule::OneWriter,
+        Rule::LeaderOnly,
     ];
 
     pub fn name(self) -> &'static str {
@@ -208,6 +214,8 @@ impl Rule {
             Rule::LeftDown => "healthy node left Down",
             Rule::LeaderFlap => "leadership flapped",
             Rule::DrainGate => "drain gate said a state ARM did not have",
+            Rule::OneWriter => "two writers of one load balancer",
+            Rule::LeaderOnly => "a Node written without the Lease",
         }
     }
 }

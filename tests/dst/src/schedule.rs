@@ -1,0 +1,437 @@
+//! What a seed decides, up front and from nothing else: the topology (one or two signal-svc
+//! replicas), the workload (taints and labels that make nodes leave and return) and the
+//! faults (network partitions one- and two-sided, process crashes and freezes, Kubernetes and
+//! ARM faults, outside writers, load balancers removed and re-created). Pure: no I/O, no clock.
+//!
+//! The run has three phases: warm-up (the first election, streams and snapshots), the storm
+//! (workload and faults together) and a quiet tail (no faults, no workload) in which every
+//! entry must settle to its node's desired state.
+
+use cutover_e2e::chaos::schedule::Rng;
+use std::time::Duration;
+
+/// Milliseconds of simulated time since the run began.
+pub type Ms = u64;
+
+/// The phases' lengths and the topology's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub warmup_ms: Ms,
+    pub storm_ms: Ms,
+    pub tail_ms: Ms,
+    /// Workload changes per storm (spread uniformly).
+    pub changes: usize,
+    /// Faults per storm (spread uniformly; each lasts a drawn time).
+    pub faults: usize,
+}
+
+impl Shape {
+    /// The CI smoke's shape: short phases, a few faults.
+    pub const SHORT: Shape = Shape {
+        warmup_ms: 8_000,
+        storm_ms: 30_000,
+        tail_ms: 40_000,
+        changes: 12,
+        faults: 8,
+    };
+
+    pub fn end_ms(&self) -> Ms {
+        self.warmup_ms + self.storm_ms + self.tail_ms
+    }
+
+    /// When faults stop (every fault has ended by then: lengths are clipped to it).
+    pub fn quiet_from(&self) -> Ms {
+        self.warmup_ms + self.storm_ms
+    }
+}
+
+/// A simulated host's name (also its DNS name on the simulated network).
+pub type Host = &'static str;
+
+pub const KUBE: Host = "kube";
+pub const ARM: Host = "arm";
+pub const SIGNALS: [Host; 2] = ["signal-1", "signal-2"];
+pub const ACTUATORS: [Host; 3] = ["actuator-1", "actuator-2", "actuator-3"];
+
+/// A workload step: the node's trigger set or cleared through the Kubernetes API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// `ToBeDeletedByClusterAutoscaler:NoSchedule` (the autoscaler's scale-down).
+    Taint {
+        node: usize,
+    },
+    Untaint {
+        node: usize,
+    },
+    /// `node.kubernetes.io/exclude-from-external-load-balancers` set or removed.
+    Exclude {
+        node: usize,
+    },
+    Include {
+        node: usize,
+    },
+}
+
+impl Work {
+    pub fn node(&self) -> usize {
+        match self {
+            Work::Taint { node }
+            | Work::Untaint { node }
+            | Work::Exclude { node }
+            | Work::Include { node } => *node,
+        }
+    }
+}
+
+/// Every fault kind (the coverage table lists them in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// Two hosts cannot reach each other (both directions).
+    Partition,
+    /// Messages from one host to another are lost (one direction only).
+    PartitionOneWay,
+    /// A process crashes and restarts after the fault's length (fresh state, as a pod).
+    Crash,
+    /// A process stops answering and sending (its links held) and resumes (a SIGSTOP, a
+    /// starved or GC-paused pod): what it sent meanwhile arrives late.
+    Freeze,
+    /// Every Kubernetes request slowed.
+    KubeLatency,
+    /// The next requests fail (500/503/429).
+    KubeFailures,
+    /// Lease calls fail for the fault's length while one signal-svc is frozen (N1).
+    LeaseOutage,
+    /// Every watch ends; clients re-watch.
+    WatchDrop,
+    /// History compacted and watches ended: re-watches get 410 and re-list.
+    WatchExpired,
+    /// 429s from ARM.
+    ArmThrottle,
+    /// 500s from ARM.
+    ArmServerErrors,
+    /// Every ARM request fails for the fault's length.
+    ArmOutage,
+    /// Write operations end `Failed`.
+    ArmFailedOps,
+    /// Writes find the LB locked by another operation (429).
+    ArmLockConflicts,
+    /// Writes carrying `If-Match` find a new etag (412).
+    ArmStaleWrites,
+    /// ARM operations take long (the fault's length is their length).
+    ArmSlowOps,
+    /// An outside writer sets a node's entry to `Down` or clears it.
+    OutsideWrite,
+    /// A load balancer deleted and re-created after the fault's length.
+    LbRemoved,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 18] = [
+        FaultKind::Partition,
+        FaultKind::PartitionOneWay,
+        FaultKind::Crash,
+        FaultKind::Freeze,
+        FaultKind::KubeLatency,
+        FaultKind::KubeFailures,
+        FaultKind::LeaseOutage,
+        FaultKind::WatchDrop,
+        FaultKind::WatchExpired,
+        FaultKind::ArmThrottle,
+        FaultKind::ArmServerErrors,
+        FaultKind::ArmOutage,
+        FaultKind::ArmFailedOps,
+        FaultKind::ArmLockConflicts,
+        FaultKind::ArmStaleWrites,
+        FaultKind::ArmSlowOps,
+        FaultKind::OutsideWrite,
+        FaultKind::LbRemoved,
+    ];
+}
+
+/// One fault as planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub at: Ms,
+    /// When it ends (equal to `at` for instantaneous ones).
+    pub until: Ms,
+    /// The hosts it touches (partitions: both ends, `a` before `b`; crash and freeze: one).
+    pub hosts: Vec<Host>,
+    /// A latency in ms (Kubernetes latency), a status (Kubernetes failures), which LB (removal).
+    pub param: u64,
+    /// How many requests or operations fail.
+    pub count: u32,
+    /// The node an outside write touches, with the state it writes (`true`: Down).
+    pub node: Option<(usize, bool)>,
+}
+
+/// A seed's whole plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub seed: u64,
+    pub shape: Shape,
+    /// How many signal-svc replicas run (1: the single-replica configuration).
+    pub signals: usize,
+    pub nodes: usize,
+    pub work: Vec<(Ms, Work)>,
+    pub faults: Vec<Fault>,
+}
+
+impl Plan {
+    pub fn signal_hosts(&self) -> &'static [Host] {
+        &SIGNALS[..self.signals]
+    }
+
+    /// Every service host of this plan.
+    pub fn service_hosts(&self) -> Vec<Host> {
+        let mut v = self.signal_hosts().to_vec();
+        v.extend(ACTUATORS);
+        v
+    }
+}
+
+fn ms(d: Duration) -> Ms {
+    d.as_millis() as Ms
+}
+
+/// Draws the plan of `seed` for a cluster of `nodes` nodes.
+pub fn plan(seed: u64, shape: Shape, nodes: usize) -> Plan {
+    let mut rng = Rng::new(seed);
+    // One run in five is the single-replica configuration (deploy/overlays/single-replica).
+    let signals = if rng.chance(0.2) { 1 } else { 2 };
+    let storm = (shape.warmup_ms, shape.quiet_from());
+    let mut work = workload(&mut rng, shape, nodes, storm);
+    work.sort_by_key(|(t, _)| *t);
+    let mut faults: Vec<Fault> = (0..shape.faults)
+        .map(|_| fault(&mut rng, signals, nodes, storm))
+        .collect();
+    faults.sort_by_key(|f| f.at);
+    Plan {
+        seed,
+        shape,
+        signals,
+        nodes,
+        work,
+        faults,
+    }
+}
+
+/// At most this many nodes leaving at once: the actuators' blast-radius guard (default
+/// `--max-down-share 0.5`, 3 of the 6 nodes) refuses more by design, and restores may lag.
+pub const MAX_LEAVING: usize = 2;
+
+/// Workload changes: each node alternates between leaving (a taint or the exclude label) and
+/// returning (its removal), so a node may be cut and restored several times; never more than
+/// [`MAX_LEAVING`] nodes away at once.
+fn workload(rng: &mut Rng, shape: Shape, nodes: usize, (from, to): (Ms, Ms)) -> Vec<(Ms, Work)> {
+    let mut leaving: Vec<Option<bool>> = vec![None; nodes];
+    let mut times: Vec<Ms> = (0..shape.changes)
+        .map(|_| from + rng.below((to - from) as usize) as Ms)
+        .collect();
+    times.sort_unstable();
+    let mut out = Vec::new();
+    for t in times {
+        let mut node = rng.below(nodes);
+        let away: Vec<usize> = (0..nodes).filter(|n| leaving[*n].is_some()).collect();
+        if leaving[node].is_none() && away.len() >= MAX_LEAVING {
+            node = *rng.pick(&away).unwrap_or(&node);
+        }
+        let w = match leaving[node] {
+            None if rng.chance(0.5) => {
+                leaving[node] = Some(true);
+                Work::Taint { node }
+            }
+            None => {
+                leaving[node] = Some(false);
+                Work::Exclude { node }
+            }
+            Some(true) => {
+                leaving[node] = None;
+                Work::Untaint { node }
+            }
+            Some(false) => {
+                leaving[node] = None;
+                Work::Include { node }
+            }
+        };
+        out.push((t, w));
+    }
+    out
+}
+
+fn fault(rng: &mut Rng, signals: usize, nodes: usize, (from, to): (Ms, Ms)) -> Fault {
+    let kind = *rng.pick(&FaultKind::ALL).unwrap_or(&FaultKind::WatchDrop);
+    let at = from + rng.below((to - from) as usize) as Ms;
+    let len = |rng: &mut Rng, lo: u64, hi: u64| {
+        let d = ms(rng.between(Duration::from_millis(lo), Duration::from_millis(hi)));
+        (at + d).min(to)
+    };
+    let services: Vec<Host> = SIGNALS[..signals]
+        .iter()
+        .chain(ACTUATORS.iter())
+        .copied()
+        .collect();
+    let any_host: Vec<Host> = services.iter().copied().chain([KUBE, ARM]).collect();
+    let mut f = Fault {
+        kind,
+        at,
+        until: at,
+        hosts: Vec::new(),
+        param: 0,
+        count: 0,
+        node: None,
+    };
+    match kind {
+        FaultKind::Partition | FaultKind::PartitionOneWay => {
+            let a = *rng.pick(&services).unwrap_or(&ACTUATORS[0]);
+            let others: Vec<Host> = any_host.iter().copied().filter(|h| *h != a).collect();
+            let b = *rng.pick(&others).unwrap_or(&KUBE);
+            // Either end may be the one whose messages are lost.
+            f.hosts = if rng.chance(0.5) {
+                vec![a, b]
+            } else {
+                vec![b, a]
+            };
+            f.until = len(rng, 1_000, 12_000);
+        }
+        FaultKind::Crash | FaultKind::Freeze => {
+            f.hosts = vec![*rng.pick(&services).unwrap_or(&ACTUATORS[0])];
+            f.until = len(rng, 500, 10_000);
+        }
+        FaultKind::LeaseOutage => {
+            // One of two replicas frozen for the outage (the standby, or the leader itself):
+            // a frozen standby cannot take over, so the leader must re-take its own Lease (N1).
+            // With one replica, the outage alone.
+            if signals == 2 {
+                f.hosts = vec![*rng.pick(&SIGNALS).unwrap_or(&SIGNALS[0])];
+            }
+            f.until = len(rng, 2_000, 8_000);
+        }
+        FaultKind::KubeLatency => {
+            f.param = 50 + rng.below(700) as u64;
+            f.until = len(rng, 1_000, 8_000);
+        }
+        FaultKind::KubeFailures => {
+            f.param = *rng.pick(&[500u64, 503, 429]).unwrap_or(&500);
+            f.count = 1 + rng.below(20) as u32;
+        }
+        FaultKind::WatchDrop | FaultKind::WatchExpired => {}
+        FaultKind::ArmThrottle | FaultKind::ArmServerErrors | FaultKind::ArmFailedOps => {
+            f.count = 1 + rng.below(6) as u32;
+        }
+        FaultKind::ArmLockConflicts | FaultKind::ArmStaleWrites => {
+            f.count = 1 + rng.below(4) as u32;
+        }
+        FaultKind::ArmOutage => f.until = len(rng, 1_000, 10_000),
+        FaultKind::ArmSlowOps => f.until = len(rng, 3_000, 15_000),
+        FaultKind::OutsideWrite => f.node = Some((rng.below(nodes), rng.chance(0.5))),
+        FaultKind::LbRemoved => {
+            // Which of the cluster's LBs (modulo their count).
+            f.param = rng.below(16) as u64;
+            f.until = len(rng, 1_000, 8_000);
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_is_its_plan() {
+        let a = plan(42, Shape::SHORT, 6);
+        let b = plan(42, Shape::SHORT, 6);
+        assert_eq!(a, b);
+        assert_ne!(a, plan(43, Shape::SHORT, 6));
+    }
+
+    #[test]
+    fn every_fault_ends_before_the_quiet_tail_and_starts_in_the_storm() {
+        for seed in 0..500 {
+            let p = plan(seed, Shape::SHORT, 6);
+            for f in &p.faults {
+                assert!(f.at >= p.shape.warmup_ms, "{f:?}");
+                assert!(f.until <= p.shape.quiet_from(), "{f:?}");
+                assert!(f.until >= f.at, "{f:?}");
+            }
+            for (t, _) in &p.work {
+                assert!(*t >= p.shape.warmup_ms && *t < p.shape.quiet_from());
+            }
+        }
+    }
+
+    #[test]
+    fn faults_only_touch_hosts_that_run() {
+        for seed in 0..500 {
+            let p = plan(seed, Shape::SHORT, 6);
+            let running: Vec<Host> = p.service_hosts().into_iter().chain([KUBE, ARM]).collect();
+            for f in &p.faults {
+                for h in &f.hosts {
+                    assert!(running.contains(h), "seed {seed}: {f:?} touches {h}");
+                }
+                if let [a, b] = f.hosts[..] {
+                    assert_ne!(a, b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_thousand_seeds_cover_every_fault_kind_and_both_topologies() {
+        let mut kinds = std::collections::BTreeSet::new();
+        let mut singles = 0;
+        for seed in 0..1000 {
+            let p = plan(seed, Shape::SHORT, 6);
+            kinds.extend(p.faults.iter().map(|f| f.kind));
+            singles += usize::from(p.signals == 1);
+        }
+        assert_eq!(kinds.len(), FaultKind::ALL.len());
+        assert!(
+            (100..300).contains(&singles),
+            "{singles} single-replica runs"
+        );
+    }
+
+    #[test]
+    fn never_more_than_the_guard_allows_are_away() {
+        for seed in 0..300 {
+            let p = plan(
+                seed,
+                Shape {
+                    changes: 60,
+                    ..Shape::SHORT
+                },
+                6,
+            );
+            let mut away = std::collections::BTreeSet::new();
+            for (_, w) in &p.work {
+                match w {
+                    Work::Taint { node } | Work::Exclude { node } => away.insert(*node),
+                    Work::Untaint { node } | Work::Include { node } => away.remove(node),
+                };
+                assert!(away.len() <= MAX_LEAVING, "seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_alternates_between_leaving_and_returning() {
+        let p = plan(
+            7,
+            Shape {
+                changes: 200,
+                ..Shape::SHORT
+            },
+            3,
+        );
+        for n in 0..3 {
+            let mut leaving = false;
+            for (_, w) in p.work.iter().filter(|(_, w)| w.node() == n) {
+                let leaves = matches!(w, Work::Taint { .. } | Work::Exclude { .. });
+                assert_ne!(leaves, leaving, "node {n}: {w:?}");
+                leaving = leaves;
+            }
+        }
+    }
+}
