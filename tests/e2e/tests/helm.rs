@@ -1310,6 +1310,10 @@ fn every_metric_the_dashboard_and_alerts_name_is_registered() {
         "cutover_actuator_insecure_plaintext",
     );
     expect(
+        "CutoverInsecurePlaintext",
+        "cutover_signal_insecure_plaintext",
+    );
+    expect(
         "CutoverClientsRefused",
         "cutover_actuator_auth_refused_total",
     );
