@@ -11,9 +11,9 @@ use crate::config::cli::{Args, Serving};
 use crate::credentials;
 use crate::grpc::auth::AllowLists;
 use crate::metrics::Metrics;
-use crate::tls_reload::{ServerTlsFiles, TlsReloader};
 use anyhow::Context;
 use cutover_runtime::dial::Dialer;
+use cutover_runtime::tls_reload::{ServerTlsFiles, TlsReloader};
 use parking_lot::Mutex;
 use std::sync::Arc;
 

@@ -17,7 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "inbound",
         &["arm", "identity", "lb", "metrics", "plan", "state"],
     ),
-    ("grpc", &["identity", "inbound", "metrics", "tls_reload"]),
+    ("grpc", &["identity", "inbound", "metrics"]),
 ];
 
 #[test]

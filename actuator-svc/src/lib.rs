@@ -26,8 +26,8 @@
 //! - `config::cli` (flags), `preflight` (`--preflight`, a read-only report of what cutover
 //!   would manage and what blocks it; classification is pure), `runtime` (wiring and drain).
 //!
-//! The admin port (`/live`, `/ready`, `/metrics`), the drain's signals and the backoff are
-//! `cutover_runtime`'s.
+//! The admin port (`/live`, `/ready`, `/metrics`), the drain's signals, the backoff and the TLS
+//! reloader are `cutover_runtime`'s (the TLS accept loop, speaking tonic, is `grpc::incoming`).
 
 pub mod arm;
 pub mod bootstrap;
@@ -42,7 +42,6 @@ pub mod plan;
 pub mod preflight;
 pub mod runtime;
 pub mod state;
-pub mod tls_reload;
 pub mod writer;
 
 #[cfg(test)]

@@ -10,9 +10,13 @@
 //! wiring:   admin::serve (/live, /ready, /metrics) on its own port, until shutdown
 //! transport: dial::Dialer out, dial::Listener in (TCP, or a simulated network's streams)
 //! loops:    backoff::Backoff between reconnects and retries (time-free: the caller sleeps)
+//! TLS:      tls_reload::Reloader, the cert/key/CA files re-read while running, two shapes:
+//!           server (actuator-svc's gRPC server: rustls ServerConfig, polled every POLL_EVERY)
+//!           client (signal-svc's streams: checked PEM, read again at every connect)
 //! ```
 //!
-//! Not here yet: the TLS reloader (`tls_reload.rs`, still one per service).
+//! No tonic here: what speaks tonic's types stays in the service (actuator-svc's TLS accept
+//! loop, `grpc::incoming`; signal-svc's `ClientTlsConfig`, `tls_reload::client_config`).
 
 pub mod admin;
 pub mod backoff;
@@ -20,3 +24,4 @@ pub mod dial;
 pub mod drain;
 pub mod duration;
 pub mod log;
+pub mod tls_reload;

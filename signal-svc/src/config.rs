@@ -205,10 +205,10 @@ pub enum Discovery {
 }
 
 /// TLS material, read and checked at start-up and read again at every connect
-/// (`tls_reload`).
+/// (`cutover_runtime::tls_reload`'s client shape; tonic's settings: `tls_reload`).
 #[derive(Clone, Debug)]
 pub struct TlsMaterial {
-    pub source: std::sync::Arc<crate::tls_reload::ClientTls>,
+    pub source: std::sync::Arc<cutover_runtime::tls_reload::ClientTls>,
     pub server_name: Option<String>,
 }
 
@@ -425,8 +425,9 @@ impl TlsArgs {
             ));
         };
         let identity = Some((cert.clone(), key.clone()));
-        let source =
-            crate::tls_reload::ClientTls::load(crate::tls_reload::ClientTlsFiles { ca, identity })?;
+        let source = cutover_runtime::tls_reload::ClientTls::load(
+            cutover_runtime::tls_reload::ClientTlsFiles { ca, identity },
+        )?;
         Ok(Some(TlsMaterial {
             source: std::sync::Arc::new(source),
             server_name: self.tls_server_name,

@@ -1,16 +1,17 @@
 //! The gRPC server: `cutover.v1.Actuator`, `grpc.health.v1` and reflection (`v1` and
 //! `v1alpha`), over TLS with required client certificates (material re-read live:
-//! `tls_reload`), or in plaintext with `--insecure-plaintext` only. Every service has a decoded message limit sized from its largest legitimate
+//! `cutover_runtime::tls_reload`; connections accepted in `incoming`), or in plaintext with `--insecure-plaintext` only. Every service has a decoded message limit sized from its largest legitimate
 //! message.
 
 pub mod auth;
 pub mod health;
+pub mod incoming;
 pub mod service;
 
 use crate::inbound::validate;
-use crate::tls_reload::{self, TlsReloader};
 use cutover_proto::v1::actuator_server::ActuatorServer;
 use cutover_runtime::dial::Listener;
+use cutover_runtime::tls_reload::TlsReloader;
 use service::ActuatorService;
 use std::sync::Arc;
 use tonic::transport::Server;
@@ -78,7 +79,7 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
         // Our own TLS acceptor (not tonic's) so the certificate can change while running.
         Some(tls) => {
             let incoming =
-                tokio_stream::wrappers::ReceiverStream::new(tls_reload::incoming(listener, tls));
+                tokio_stream::wrappers::ReceiverStream::new(incoming::incoming(listener, tls));
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
@@ -88,7 +89,7 @@ pub async fn serve<H: tonic_health::pb::health_server::Health>(
             // connection. Accept errors go to tonic (which skips them); a handed listener
             // that closed yields nothing more until shutdown.
             let incoming = futures::stream::unfold(listener, |mut listener| async move {
-                match tls_reload::accept(&mut listener).await {
+                match incoming::accept(&mut listener).await {
                     Ok((conn, _)) => Some((Ok(conn), listener)),
                     Err(_) if matches!(listener, Listener::Handed { .. }) => {
                         std::future::pending::<()>().await;

@@ -82,7 +82,7 @@ async fn connect(
             .unwrap_or_else(|| host.to_owned());
         // The files as they are now: a rotated certificate or CA is used from the next connect.
         ep = ep
-            .tls_config(tls.source.client_config(name))
+            .tls_config(crate::tls_reload::client_config(&tls.source, name))
             .map_err(terr)?;
     }
     let channel = match &cfg.dialer {
