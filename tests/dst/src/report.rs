@@ -113,6 +113,23 @@ impl Summary {
         self.single_replica += usize::from(r.signals == 1);
     }
 
+    /// Adds another summary's seeds (runs on other threads).
+    pub fn absorb(&mut self, o: Summary) {
+        self.seeds += o.seeds;
+        self.failing.extend(o.failing);
+        self.failing.sort_unstable();
+        self.faults += o.faults;
+        for (k, n) in o.coverage {
+            *self.coverage.entry(k).or_default() += n;
+        }
+        self.dual_owner_ms = self.dual_owner_ms.max(o.dual_owner_ms);
+        self.write_after_loss_ms = self.write_after_loss_ms.max(o.write_after_loss_ms);
+        self.late_fence_ms = self.late_fence_ms.max(o.late_fence_ms);
+        self.gate_stale_ms = self.gate_stale_ms.max(o.gate_stale_ms);
+        self.slowest_ms = self.slowest_ms.max(o.slowest_ms);
+        self.single_replica += o.single_replica;
+    }
+
     /// The closing table.
     pub fn render(&self) -> String {
         let secs = self.wall.as_secs_f64().max(1e-9);

@@ -1,28 +1,59 @@
 //! The whole-service simulation's CI smoke: seeds of signal-svc, actuator-svc, kube-sim and
 //! arm-sim on turmoil's network and clock, each judged by every rule (tests/dst/src/judge.rs).
-//! `DST_SEEDS` sets how many (the bench binary `dst` runs more); a failing seed prints the
-//! command that replays it.
+//! `DST_SEEDS` sets how many (the bench binary `dst` runs more); the seeds are spread over the
+//! machine's cores (each simulation is single-threaded). A failing seed prints the command
+//! that replays it.
 
-use cutover_dst::report::{self, Summary};
+use cutover_dst::report::{self, SeedReport, Summary};
 use cutover_dst::run::Options;
+use std::sync::Mutex;
 use std::time::Instant;
+
+/// How many seeds CI runs: at about 2 s each in a debug build, two cores.
+const DEFAULT_SEEDS: u64 = 40;
 
 #[test]
 fn seeds_of_the_whole_services_keep_every_invariant() {
     let seeds: u64 = std::env::var("DST_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(DEFAULT_SEEDS);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = Options::default();
-    let mut summary = Summary::default();
+    let next = Mutex::new(0u64);
+    let done: Mutex<Vec<SeedReport>> = Mutex::new(Vec::new());
     let t0 = Instant::now();
-    for seed in 0..seeds {
-        let r = report::seed(seed, &options).expect("the simulation runs");
-        for v in &r.violations {
-            eprintln!("seed {seed}: {v}");
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let seed = {
+                        let mut n = next.lock().expect("not poisoned");
+                        if *n >= seeds {
+                            break;
+                        }
+                        *n += 1;
+                        *n - 1
+                    };
+                    let r = report::seed(seed, &options).expect("the simulation runs");
+                    done.lock().expect("not poisoned").push(r);
+                }
+            });
         }
-        assert!(r.transitions > 0, "seed {seed}: no transition was judged");
-        summary.add(&r);
+    });
+    let mut reports = done.into_inner().expect("not poisoned");
+    reports.sort_by_key(|r| r.seed);
+    let mut summary = Summary::default();
+    for r in &reports {
+        for v in &r.violations {
+            eprintln!("seed {}: {v}", r.seed);
+        }
+        assert!(
+            r.transitions > 0,
+            "seed {}: no transition was judged",
+            r.seed
+        );
+        summary.add(r);
     }
     summary.wall = t0.elapsed();
     eprint!("{}", summary.render());

@@ -25,6 +25,13 @@ struct Args {
     /// Print the seed's whole timeline (faults, intents, ARM, drain gate, exits).
     #[arg(long)]
     trace: bool,
+    /// Run each seed this many times (a replay's interleaving is not bit-exact: see
+    /// tests/README.md; this shows how often a failure comes back).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Simulations run at once (each is single-threaded).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
 }
 
 /// Log lines stamped with simulated time (the hosts' spans name who wrote them).
@@ -52,43 +59,70 @@ fn main() -> anyhow::Result<()> {
         Some(s) => vec![s],
         None => (args.first..args.first + args.seeds).collect(),
     };
-    let mut summary = Summary::default();
-    let t0 = Instant::now();
+    let mut runs: Vec<u64> = Vec::new();
     for seed in seeds {
         if args.trace {
             print!("{}", report::trace(seed, &options)?);
         }
-        let r = report::seed(seed, &options)?;
-        println!(
-            "seed {:>6}: {} signal, {:>2} faults ({} skipped), {:>3} transitions, slowest {:>6} ms, {} exits, {:>6} steps, {:>5.1} s, {}",
-            r.seed,
-            r.signals,
-            r.faults,
-            r.skipped,
-            r.transitions,
-            r.slowest_ms,
-            r.exits,
-            r.steps,
-            r.wall.as_secs_f64(),
-            if r.violations.is_empty() {
-                "ok".to_owned()
-            } else {
-                format!("{} VIOLATIONS", r.violations.len())
-            }
-        );
-        if args.verbose {
-            println!(
-                "    {} ARM writes, {} Node writes by signal-svc, {} drain-gate changes, {} intents",
-                r.measured.arm_writes, r.measured.node_writes, r.gate_changes, r.intents
-            );
-        }
-        if args.verbose || !r.violations.is_empty() {
-            for v in &r.violations {
-                println!("    {v}");
-            }
-        }
-        summary.add(&r);
+        runs.extend(std::iter::repeat_n(seed, args.repeat.max(1) as usize));
     }
+    let mut summary = Summary::default();
+    let t0 = Instant::now();
+    let queue = std::sync::Mutex::new(runs.into_iter());
+    let out = std::sync::Mutex::new((Summary::default(), None::<anyhow::Error>));
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let Some(seed) = queue.lock().expect("not poisoned").next() else {
+                        break;
+                    };
+                    let r = match report::seed(seed, &options) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            out.lock().expect("not poisoned").1 = Some(e);
+                            break;
+                        }
+                    };
+                    let mut lines = format!(
+                        "seed {:>6}: {} signal, {:>2} faults ({} skipped), {:>3} transitions, slowest {:>6} ms, {} exits, {:>6} steps, {:>5.1} s, {}\n",
+                        r.seed,
+                        r.signals,
+                        r.faults,
+                        r.skipped,
+                        r.transitions,
+                        r.slowest_ms,
+                        r.exits,
+                        r.steps,
+                        r.wall.as_secs_f64(),
+                        if r.violations.is_empty() {
+                            "ok".to_owned()
+                        } else {
+                            format!("{} VIOLATIONS", r.violations.len())
+                        }
+                    );
+                    if args.verbose {
+                        lines += &format!(
+                            "    {} ARM writes, {} Node writes by signal-svc, {} drain-gate changes, {} intents\n",
+                            r.measured.arm_writes, r.measured.node_writes, r.gate_changes, r.intents
+                        );
+                    }
+                    if args.verbose || !r.violations.is_empty() {
+                        for v in &r.violations {
+                            lines += &format!("    {v}\n");
+                        }
+                    }
+                    print!("{lines}");
+                    out.lock().expect("not poisoned").0.add(&r);
+                }
+            });
+        }
+    });
+    let (done, error) = out.into_inner().expect("not poisoned");
+    if let Some(e) = error {
+        return Err(e);
+    }
+    summary.absorb(done);
     summary.wall = t0.elapsed();
     print!("{}", summary.render());
     if !summary.failing.is_empty() {
