@@ -6,7 +6,7 @@
 
 use cutover_dst::report::{self, SeedReport, Summary};
 use cutover_dst::run::Options;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::Instant;
 
 /// How many seeds CI runs: at about 2 s each in a debug build, two cores.
@@ -28,7 +28,7 @@ fn seeds_of_the_whole_services_keep_every_invariant() {
             s.spawn(|| {
                 loop {
                     let seed = {
-                        let mut n = next.lock().expect("not poisoned");
+                        let mut n = next.lock();
                         if *n >= seeds {
                             break;
                         }
@@ -36,12 +36,12 @@ fn seeds_of_the_whole_services_keep_every_invariant() {
                         *n - 1
                     };
                     let r = report::seed(seed, &options).expect("the simulation runs");
-                    done.lock().expect("not poisoned").push(r);
+                    done.lock().push(r);
                 }
             });
         }
     });
-    let mut reports = done.into_inner().expect("not poisoned");
+    let mut reports = done.into_inner();
     reports.sort_by_key(|r| r.seed);
     let mut summary = Summary::default();
     for r in &reports {

@@ -68,19 +68,19 @@ fn main() -> anyhow::Result<()> {
     }
     let mut summary = Summary::default();
     let t0 = Instant::now();
-    let queue = std::sync::Mutex::new(runs.into_iter());
-    let out = std::sync::Mutex::new((Summary::default(), None::<anyhow::Error>));
+    let queue = parking_lot::Mutex::new(runs.into_iter());
+    let out = parking_lot::Mutex::new((Summary::default(), None::<anyhow::Error>));
     std::thread::scope(|s| {
         for _ in 0..args.jobs.max(1) {
             s.spawn(|| {
                 loop {
-                    let Some(seed) = queue.lock().expect("not poisoned").next() else {
+                    let Some(seed) = queue.lock().next() else {
                         break;
                     };
                     let r = match report::seed(seed, &options) {
                         Ok(r) => r,
                         Err(e) => {
-                            out.lock().expect("not poisoned").1 = Some(e);
+                            out.lock().1 = Some(e);
                             break;
                         }
                     };
@@ -113,12 +113,12 @@ fn main() -> anyhow::Result<()> {
                         }
                     }
                     print!("{lines}");
-                    out.lock().expect("not poisoned").0.add(&r);
+                    out.lock().0.add(&r);
                 }
             });
         }
     });
-    let (done, error) = out.into_inner().expect("not poisoned");
+    let (done, error) = out.into_inner();
     if let Some(e) = error {
         return Err(e);
     }
