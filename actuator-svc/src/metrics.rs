@@ -27,6 +27,8 @@ pub struct Metrics {
     arm_rate_limited: Family<Labels, Counter>,
     arm_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
     arm_access_refused: Family<Labels, Counter>,
+    missing_permissions: Family<Labels, Gauge>,
+    missing_permission: Family<Labels, Gauge>,
     write_rounds: Family<Labels, Counter>,
     entries_per_write: Histogram,
     to_accepted: Histogram,
@@ -99,6 +101,18 @@ impl Metrics {
             "arm_access_refused",
             "Writes ARM refused for access (403 AuthorizationFailed, LinkedAuthorizationFailed, DenyAssignmentAuthorizationFailed), by load balancer, code and the first action it names; retried slowly",
             arm_access_refused.clone(),
+        );
+        let missing_permissions = Family::<Labels, Gauge>::default();
+        registry.register(
+            "missing_permissions",
+            "Actions a write of the load balancer needs that no role of the identity grants at their scope, at the last access check (the permissions API, at start, every --access-check-interval and after a write refused for access), by load balancer; 0: every action granted by a role",
+            missing_permissions.clone(),
+        );
+        let missing_permission = Family::<Labels, Gauge>::default();
+        registry.register(
+            "missing_permission",
+            "1 for each action and scope a write of the load balancer needs that no role grants, at the last access check (each is logged at warn with the az role assignment create that fixes it), by load balancer, action and scope",
+            missing_permission.clone(),
         );
         let write_rounds = Family::<Labels, Counter>::default();
         registry.register(
@@ -248,6 +262,8 @@ impl Metrics {
             arm_rate_limited,
             arm_remaining,
             arm_access_refused,
+            missing_permissions,
+            missing_permission,
             write_rounds,
             entries_per_write,
             to_accepted,
@@ -319,6 +335,27 @@ impl Metrics {
                 ("action", action),
             ]))
             .inc();
+    }
+    /// The access check of `lb`: the (action, scope) pairs missing now; those of `before`
+    /// that are no longer missing are dropped.
+    pub fn missing_permissions(
+        &self,
+        lb: &str,
+        before: &[(String, String)],
+        now: &[(String, String)],
+    ) {
+        let key = |(action, scope): &(String, String)| {
+            labels(&[("load_balancer", lb), ("action", action), ("scope", scope)])
+        };
+        for pair in before.iter().filter(|p| !now.contains(p)) {
+            self.missing_permission.remove(&key(pair));
+        }
+        for pair in now {
+            self.missing_permission.get_or_create(&key(pair)).set(1);
+        }
+        self.missing_permissions
+            .get_or_create(&labels(&[("load_balancer", lb)]))
+            .set(now.len() as i64);
     }
     pub fn arm_response_bytes(&self, operation: &str, bytes: usize) {
         self.arm_response_bytes

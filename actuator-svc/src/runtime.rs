@@ -144,6 +144,7 @@ async fn run(
     };
     let writers = parts.spawn_writers(&writer_cfg);
     let (mut servers, ready) = parts.spawn_background(&args, &loaded.cfg);
+    servers.extend(parts.spawn_access_check(&args, &writer_cfg));
     servers.push(parts.spawn_resender());
     servers.push(parts.spawn_ownership_gauge());
     servers.push(parts.spawn_admin(admin_listener, ready.clone()));
@@ -247,6 +248,23 @@ impl Parts {
             )));
         }
         (tasks, self.readiness(token_ok))
+    }
+
+    /// The access check (`preflight::watch`), in the background: start-up never waits for it.
+    fn spawn_access_check(&self, args: &Args, cfg: &WriterConfig) -> Option<JoinHandle<()>> {
+        if args.access_check_interval.is_zero() {
+            tracing::info!("--access-check-interval 0: the service does not check its access");
+            return None;
+        }
+        let watch = crate::preflight::watch::Watch {
+            arm: self.arm.clone(),
+            lbs: self.lbs.clone(),
+            strategy: cfg.strategy,
+            metrics: self.metrics.clone(),
+            recheck: cfg.access_recheck.clone(),
+            every: args.access_check_interval,
+        };
+        Some(tokio::spawn(watch.run(self.shutdown.clone())))
     }
 
     /// Re-sends the results signal-svc has not confirmed (lost on a lagging broadcast or a

@@ -291,3 +291,127 @@ async fn a_write_refused_for_linked_access_is_counted_reported_and_not_hammered(
     );
     assert!(running.shutdown().await);
 }
+
+/// The metric line of one missing (action, scope) of `lb`.
+fn missing_metric(lb: &str, action: &str, scope: &str) -> String {
+    format!(
+        "cutover_actuator_missing_permission{{load_balancer=\"{lb}\",action=\"{action}\",scope=\"{scope}\"}} 1"
+    )
+}
+
+/// The actuator against `sim` (the seeds' azure.json), with `extra` flags; waits until ready.
+async fn start_service(sim: &ArmSim, dir: &Path, extra: &[&str]) -> actuator_svc::runtime::Running {
+    let config = write_azure_json(sim, dir);
+    let mut args = base_args(sim, &config);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let running =
+        actuator_svc::runtime::start(Args::try_parse_from(args).unwrap(), EnvOverrides::default())
+            .await
+            .expect("actuator starts");
+    let admin = running.admin_addr;
+    wait_until("actuator ready", || async move {
+        http_get(admin, "/ready").await.0 == 200
+    })
+    .await;
+    running
+}
+
+async fn wait_for_metric(admin: std::net::SocketAddr, what: &str, line: String) {
+    wait_until(what, || {
+        let line = line.clone();
+        async move { http_get(admin, "/metrics").await.1.contains(&line) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn at_start_the_service_names_a_missing_join_and_its_scope_without_writing() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_service(&sim, dir.path(), &[]).await;
+    let admin = running.admin_addr;
+    let subnet = format!("{}/subnets/aks-subnet", vnet_id());
+    wait_for_metric(
+        admin,
+        "the missing join in the metric",
+        missing_metric("kubernetes-internal", JOIN_SUBNET, &subnet),
+    )
+    .await;
+    let text = http_get(admin, "/metrics").await.1;
+    assert!(
+        text.contains(
+            "cutover_actuator_missing_permissions{load_balancer=\"kubernetes-internal\"} 1"
+        ),
+        "{text}"
+    );
+    // Only the join is missing: the writer role covers the rest.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("cutover_actuator_missing_permission{"))
+            .count(),
+        1,
+        "{text}"
+    );
+    // Read-only: the permissions API and GETs, never a write.
+    let reqs = sim.requests();
+    assert!(
+        reqs.iter().any(|r| r
+            .path
+            .contains("/providers/Microsoft.Authorization/permissions")),
+        "the permissions API was not asked"
+    );
+    assert!(reqs.iter().all(|r| r.method != "PUT"), "a write went out");
+    assert!(running.shutdown().await);
+}
+
+#[tokio::test]
+async fn a_write_refused_for_access_runs_the_access_check_again() {
+    let sim = start_seed("byo-vnet").await;
+    assign(&sim, &[vnet_id()]);
+    let dir = tempfile::tempdir().unwrap();
+    // Only the first check and refusals: no scheduled one during the test.
+    let running = start_service(&sim, dir.path(), &["--access-check-interval", "1h"]).await;
+    let admin = running.admin_addr;
+    wait_for_metric(
+        admin,
+        "every action granted at start",
+        "cutover_actuator_missing_permissions{load_balancer=\"kubernetes-internal\"} 0".into(),
+    )
+    .await;
+    // The joiner's assignment is removed while the service runs; the next write is refused.
+    assign(&sim, &[]);
+    let mut client = cutover_proto::v1::actuator_client::ActuatorClient::connect(format!(
+        "http://{}",
+        running.grpc_addr
+    ))
+    .await
+    .unwrap();
+    let _ = client
+        .set_node_admin_state(SetNodeAdminStateRequest {
+            node: Some(node0()),
+            admin_state: AdminState::Down as i32,
+            reason: "test".into(),
+            wait: WaitFor::Accepted as i32,
+            wait_timeout: Some(prost_types::Duration {
+                seconds: 5,
+                nanos: 0,
+            }),
+        })
+        .await;
+    let subnet = format!("{}/subnets/aks-subnet", vnet_id());
+    wait_for_metric(
+        admin,
+        "the refusal's check naming the join",
+        missing_metric("kubernetes-internal", JOIN_SUBNET, &subnet),
+    )
+    .await;
+    let text = http_get(admin, "/metrics").await.1;
+    assert!(
+        text.contains(
+            "cutover_actuator_missing_permissions{load_balancer=\"kubernetes-internal\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(running.shutdown().await);
+}

@@ -153,6 +153,12 @@ pub struct Args {
     /// nothing changes. Proves what the permissions API cannot show.
     #[arg(long, env = "ACTUATOR_PREFLIGHT_WRITE_PROBE")]
     pub preflight_write_probe: bool,
+    /// The service's own access check (the preflight's permissions check, read-only, in the
+    /// background): at start, then this often, and for a load balancer whose write was just
+    /// refused for access. Logs each missing action with its scope and fix, and sets
+    /// cutover_actuator_missing_permission(s). 0: never.
+    #[arg(long, env = "ACTUATOR_ACCESS_CHECK_INTERVAL", default_value = "30m", value_parser = parse_duration)]
+    pub access_check_interval: Duration,
     /// Resolve and log writes without making them.
     #[arg(long, env = "ACTUATOR_DRY_RUN")]
     pub dry_run: bool,

@@ -7,10 +7,13 @@
 //! [`permissions`] (the permissions API at every scope a write needs, linked ones included;
 //! with `--preflight-write-probe`, a PUT ARM must refuse before anything changes).
 //! Nothing is written (the probe's PUT carries an etag that cannot match); no port is bound.
+//!
+//! [`watch`] runs the same permissions check inside the service, in the background.
 
 pub mod classify;
 pub mod facts;
 pub mod permissions;
+pub mod watch;
 
 use crate::arm::{ArmClient, ArmError, client::API_VERSION};
 use crate::config::azure_json::EnvOverrides;

@@ -325,6 +325,8 @@ pub struct Access {
     pub reads: BTreeMap<String, ScopeRead>,
     /// Whether `--preflight-write-probe` ran.
     pub probed: bool,
+    /// The load balancers not checked: not found, or their GET failed (why).
+    pub unchecked: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -356,7 +358,14 @@ pub async fn check(arm: &ArmClient, lbs: &[String], strategy: Strategy, probe: b
         let body = match arm.get_lb(lb).await {
             Ok(Some(b)) => b,
             // Absent, or unreadable: the read findings say so already.
-            _ => continue,
+            Ok(None) => {
+                access.unchecked.push((lb.clone(), "not found".into()));
+                continue;
+            }
+            Err(e) => {
+                access.unchecked.push((lb.clone(), e.reason()));
+                continue;
+            }
         };
         let mut la = LbAccess {
             lb: lb.clone(),
@@ -728,6 +737,7 @@ mod tests {
             }],
             reads,
             probed: false,
+            unchecked: Vec::new(),
         };
         let f = findings(&access);
         let missing: Vec<&Finding> = f.iter().filter(|f| f.code == "access-missing").collect();

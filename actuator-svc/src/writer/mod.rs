@@ -30,6 +30,7 @@ mod round;
 mod track;
 
 pub use completion::{Durations, PollPace, Steps};
+pub use refused::AccessRecheck;
 pub use track::InFlight;
 
 use base::Base;
@@ -74,6 +75,9 @@ pub struct WriterConfig {
     pub bases: Arc<BaseCache>,
     /// The blast-radius guard (shared by every writer and the RPCs that report it).
     pub guard: Guard,
+    /// Told the load balancer of each write refused for access, so the access check runs
+    /// again for it (shared by every writer and that check).
+    pub access_recheck: Arc<AccessRecheck>,
 }
 
 impl WriterConfig {
@@ -89,6 +93,7 @@ impl WriterConfig {
             op_slow: Duration::from_secs(60),
             bases: Arc::new(BaseCache::new(DEFAULT_BASE_BUDGET)),
             guard: Guard::default(),
+            access_recheck: Arc::default(),
         }
     }
 }

@@ -7,15 +7,47 @@
 //! FAILED results with the same text, which signal-svc turns into the
 //! `LoadBalancerAdminStateUpdateFailed` Node event), and the LB is written again only after a
 //! pause: 30 s, doubling to 5 min while the refusals go on, whatever desired states arrive
-//! meanwhile. A write that goes through ends the pause.
+//! meanwhile. A write that goes through ends the pause. Each refusal also asks the service's
+//! access check to run again for that load balancer ([`AccessRecheck`]): its gauges then name
+//! every action the write lacks, not only the first one ARM's message names.
 
 use super::Writer;
 use crate::arm::ArmError;
 use crate::arm::access::AccessRefusal;
 use crate::plan::TargetPlan;
 use crate::state::TargetView;
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
+
+/// The load balancers whose writes were refused for access since the access check last
+/// looked: writers add, the check takes them all.
+#[derive(Debug, Default)]
+pub struct AccessRecheck {
+    lbs: Mutex<BTreeSet<String>>,
+    notify: Notify,
+}
+
+impl AccessRecheck {
+    /// A write of `lb` was refused for access.
+    pub fn ask(&self, lb: &str) {
+        self.lbs.lock().insert(lb.to_owned());
+        self.notify.notify_one();
+    }
+
+    /// Waits until some load balancer was asked for, and takes every one asked so far.
+    pub async fn next(&self) -> Vec<String> {
+        loop {
+            let lbs: Vec<String> = std::mem::take(&mut *self.lbs.lock()).into_iter().collect();
+            if !lbs.is_empty() {
+                return lbs;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
 
 /// The first pause after a refusal.
 pub(super) const FIRST_PAUSE: Duration = Duration::from_secs(30);
@@ -91,6 +123,7 @@ impl Writer {
         for (tp, tv) in changed {
             self.store.fail(&tp.key, tv.version, reason.clone(), true);
         }
+        self.cfg.access_recheck.ask(&self.lb);
         pause
     }
 
@@ -130,5 +163,21 @@ mod tests {
         assert!(p.cleared());
         assert!(!p.cleared());
         assert_eq!(p.refused("r".into(), now), FIRST_PAUSE);
+    }
+
+    #[tokio::test]
+    async fn rechecks_collect_every_load_balancer_asked_for() {
+        let r = std::sync::Arc::new(AccessRecheck::default());
+        r.ask("b");
+        r.ask("a");
+        r.ask("b");
+        assert_eq!(r.next().await, vec!["a", "b"]);
+        let waiting = tokio::spawn({
+            let r = r.clone();
+            async move { r.next().await }
+        });
+        tokio::task::yield_now().await;
+        r.ask("c");
+        assert_eq!(waiting.await.unwrap(), vec!["c"]);
     }
 }
