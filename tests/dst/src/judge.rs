@@ -112,7 +112,7 @@ fn as_soak(a: &Applied, lbs: &[String]) -> Vec<Active> {
         ..active(SoakKind::ArmThrottle, 0, None)
     };
     match f.kind {
-        FaultKind::Partition | FaultKind::PartitionOneWay | FaultKind::Freeze => f
+        FaultKind::Partition | FaultKind::SlowLink | FaultKind::Freeze => f
             .hosts
             .iter()
             .filter_map(|h| stop(h))

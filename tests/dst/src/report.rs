@@ -202,7 +202,7 @@ pub fn trace(seed: u64, options: &Options) -> anyhow::Result<String> {
                 "arm {}/{} {} -> {s:?}{}",
                 k.0,
                 k.1,
-                k.2.rsplit('/').take(4).collect::<Vec<_>>().join("<"),
+                short(&k.2),
                 if *outside { " (outside)" } else { "" }
             ),
         ));
@@ -224,4 +224,15 @@ pub fn trace(seed: u64, options: &Options) -> anyhow::Result<String> {
         .into_iter()
         .map(|(t, l)| format!("{:>7.3} {l}\n", t as f64 / 1000.0))
         .collect())
+}
+
+/// An entry's target as `vmss/instance/ipconfig` (or the IP address).
+fn short(target: &str) -> String {
+    let parts: Vec<&str> = target.split('/').collect();
+    match parts.iter().position(|p| p.eq_ignore_ascii_case("virtualMachineScaleSets")) {
+        Some(i) if parts.len() > i + 3 => {
+            format!("{}/{}/{}", parts[i + 1], parts[i + 3], parts[parts.len() - 1])
+        }
+        _ => target.to_owned(),
+    }
 }

@@ -27,6 +27,9 @@ impl Default for Options {
     }
 }
 
+/// A message's latency on a healthy link is 1 ms up to this.
+const MAX_LATENCY_MS: u64 = 5;
+
 /// A fault as it was applied (actual simulated times).
 #[derive(Debug, Clone)]
 pub struct Applied {
@@ -76,7 +79,7 @@ pub fn run(seed: u64, options: &Options) -> anyhow::Result<Outcome> {
         .rng_seed(seed)
         .tick_duration(options.tick)
         .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(5))
+        .max_message_latency(Duration::from_millis(MAX_LATENCY_MS))
         .simulation_duration(Duration::from_millis(options.shape.end_ms() + 60_000))
         .build();
     let s = setup.clone();
@@ -220,8 +223,12 @@ fn start_fault(sim: &mut turmoil::Sim<'_>, w: &World<'_>, f: &Fault) -> Result<(
         cluster,
     } = *w;
     match f.kind {
-        FaultKind::Partition => sim.partition(f.hosts[0], f.hosts[1]),
-        FaultKind::PartitionOneWay => sim.partition_oneway(f.hosts[0], f.hosts[1]),
+        FaultKind::Partition => sim.hold(f.hosts[0], f.hosts[1]),
+        FaultKind::SlowLink => sim.set_link_max_message_latency(
+            f.hosts[0],
+            f.hosts[1],
+            Duration::from_millis(f.param),
+        ),
         FaultKind::Crash => {
             sim.crash(f.hosts[0]);
             slots.disown_all(sim.elapsed().as_millis() as Ms, f.hosts[0]);
@@ -302,8 +309,12 @@ fn end_fault(sim: &mut turmoil::Sim<'_>, w: &World<'_>, f: &Fault) -> Result<(),
         cluster,
     } = *w;
     match f.kind {
-        FaultKind::Partition => sim.repair(f.hosts[0], f.hosts[1]),
-        FaultKind::PartitionOneWay => sim.repair_oneway(f.hosts[0], f.hosts[1]),
+        FaultKind::Partition => sim.release(f.hosts[0], f.hosts[1]),
+        FaultKind::SlowLink => sim.set_link_max_message_latency(
+            f.hosts[0],
+            f.hosts[1],
+            Duration::from_millis(MAX_LATENCY_MS),
+        ),
         FaultKind::Crash => sim.bounce(f.hosts[0]),
         FaultKind::Freeze => freeze(sim, plan, f.hosts[0], false),
         FaultKind::LeaseOutage => {

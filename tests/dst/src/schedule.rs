@@ -35,6 +35,15 @@ impl Shape {
         faults: 8,
     };
 
+    /// The bench's dense shape: a longer storm, three times the faults, more changes.
+    pub const HEAVY: Shape = Shape {
+        warmup_ms: 8_000,
+        storm_ms: 60_000,
+        tail_ms: 40_000,
+        changes: 30,
+        faults: 24,
+    };
+
     pub fn end_ms(&self) -> Ms {
         self.warmup_ms + self.storm_ms + self.tail_ms
     }
@@ -86,10 +95,13 @@ impl Work {
 /// Every fault kind (the coverage table lists them in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
-    /// Two hosts cannot reach each other (both directions).
+    /// Two hosts cannot reach each other: what either sends waits on the link until it heals,
+    /// then arrives in order (TCP retransmits; turmoil's own partitions drop segments from the
+    /// middle of a stream, which TCP never does, so they are not used).
     Partition,
-    /// Messages from one host to another are lost (one direction only).
-    PartitionOneWay,
+    /// The link between two hosts turns slow (congestion, retransmissions): each message
+    /// takes up to the fault's latency.
+    SlowLink,
     /// A process crashes and restarts after the fault's length (fresh state, as a pod).
     Crash,
     /// A process stops answering and sending (its links held) and resumes (a SIGSTOP, a
@@ -128,7 +140,7 @@ pub enum FaultKind {
 impl FaultKind {
     pub const ALL: [FaultKind; 18] = [
         FaultKind::Partition,
-        FaultKind::PartitionOneWay,
+        FaultKind::SlowLink,
         FaultKind::Crash,
         FaultKind::Freeze,
         FaultKind::KubeLatency,
@@ -157,7 +169,8 @@ pub struct Fault {
     pub until: Ms,
     /// The hosts it touches (partitions: both ends, `a` before `b`; crash and freeze: one).
     pub hosts: Vec<Host>,
-    /// A latency in ms (Kubernetes latency), a status (Kubernetes failures), which LB (removal).
+    /// A latency in ms (Kubernetes latency, a slow link), a status (Kubernetes failures), which
+    /// LB (removal).
     pub param: u64,
     /// How many requests or operations fail.
     pub count: u32,
@@ -282,17 +295,15 @@ fn fault(rng: &mut Rng, signals: usize, nodes: usize, (from, to): (Ms, Ms)) -> F
         node: None,
     };
     match kind {
-        FaultKind::Partition | FaultKind::PartitionOneWay => {
+        FaultKind::Partition | FaultKind::SlowLink => {
             let a = *rng.pick(&services).unwrap_or(&ACTUATORS[0]);
             let others: Vec<Host> = any_host.iter().copied().filter(|h| *h != a).collect();
             let b = *rng.pick(&others).unwrap_or(&KUBE);
-            // Either end may be the one whose messages are lost.
-            f.hosts = if rng.chance(0.5) {
-                vec![a, b]
-            } else {
-                vec![b, a]
-            };
+            f.hosts = vec![a, b];
             f.until = len(rng, 1_000, 12_000);
+            if kind == FaultKind::SlowLink {
+                f.param = 100 + rng.below(1_900) as u64;
+            }
         }
         FaultKind::Crash | FaultKind::Freeze => {
             f.hosts = vec![*rng.pick(&services).unwrap_or(&ACTUATORS[0])];

@@ -29,6 +29,9 @@ struct Args {
     /// tests/README.md; this shows how often a failure comes back).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// The dense shape: a 60 s storm with 24 faults and 30 changes (default: 30 s, 8, 12).
+    #[arg(long)]
+    heavy: bool,
     /// Simulations run at once (each is single-threaded).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
@@ -54,7 +57,10 @@ fn main() -> anyhow::Result<()> {
             .with_ansi(false)
             .init();
     }
-    let options = Options::default();
+    let mut options = Options::default();
+    if args.heavy {
+        options.shape = cutover_dst::schedule::Shape::HEAVY;
+    }
     let seeds: Vec<u64> = match args.seed {
         Some(s) => vec![s],
         None => (args.first..args.first + args.seeds).collect(),

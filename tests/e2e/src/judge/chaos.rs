@@ -415,10 +415,11 @@ pub fn changed_twice(i: &Inputs<'_>) -> Vec<Violation> {
         bounds.extend(list.iter().map(|x| (x.at, Some(*x))));
         for (w, (from, intent)) in bounds.iter().enumerate() {
             let until = bounds.get(w + 1).map_or(i.end, |b| b.0);
-            // The previous transition's write may land in this window.
+            // The previous transition's write may land in this window (at its very first
+            // instant too: the simulation stamps both in the same tick).
             let carry = match w.checked_sub(1).and_then(|p| bounds[p].1) {
                 Some(prev) => {
-                    node_reached(&entries, &changes, prev.at, prev.state).is_none_or(|d| d > *from)
+                    node_reached(&entries, &changes, prev.at, prev.state).is_none_or(|d| d >= *from)
                 }
                 None => false,
             };
