@@ -13,8 +13,6 @@
 
 #[path = "integration/common.rs"]
 mod common;
-#[path = "integration/pki.rs"]
-mod pki;
 
 use actuator_svc::config::azure_json::EnvOverrides;
 use actuator_svc::config::cli::Args;
@@ -22,7 +20,8 @@ use clap::Parser;
 use common::*;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
-use pki::{TestCa, Usage};
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use tokio_stream::StreamExt;
@@ -40,11 +39,13 @@ struct Tls {
 
 impl Tls {
     fn new() -> Self {
-        let ca = TestCa::new("identities test CA");
+        let ca = TestCa::new("identities test CA").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = ca.leaf("localhost", Usage::ServerAuth);
-        std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
-        std::fs::write(dir.path().join("tls.key"), key).unwrap();
+        let leaf = ca
+            .issue(&["localhost"], Some("localhost"), None, Usage::ServerAuth)
+            .unwrap();
+        std::fs::write(dir.path().join("tls.crt"), leaf.cert_pem).unwrap();
+        std::fs::write(dir.path().join("tls.key"), leaf.key_pem).unwrap();
         std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
         Self { ca, dir }
     }
@@ -74,10 +75,10 @@ impl Tls {
         sans: &[&str],
         cn: Option<&str>,
     ) -> ActuatorClient<Channel> {
-        let (cert, key) = self.ca.leaf_with(sans, cn, Usage::ClientAuth);
+        let leaf = self.ca.issue(sans, cn, None, Usage::ClientAuth).unwrap();
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(self.ca.pem()))
-            .identity(Identity::from_pem(cert, key))
+            .identity(Identity::from_pem(leaf.cert_pem, leaf.key_pem))
             .domain_name("localhost");
         let ch = Channel::from_shared(format!("https://localhost:{}", addr.port()))
             .unwrap()

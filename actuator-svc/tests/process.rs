@@ -10,16 +10,9 @@ use arm_sim::{ArmSim, ArmSimOptions};
 use clap::Parser;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
-use std::process::{Command, Stdio};
+use cutover_testkit::{Proc, Spec, free_port};
+use std::process::Command;
 use std::time::Duration;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn sim() -> (ArmSim, aks_fixture::Cluster) {
     let mut opts = ArmSimOptions::preset("aks").unwrap();
@@ -83,8 +76,8 @@ async fn managed_identity_run(user_assigned: bool) {
     std::fs::write(&path, cfg.to_string()).unwrap();
     let ca = dir.path().join("ca.pem");
     sim.write_ca(&ca).unwrap();
-    let (grpc, admin) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actuator-svc"))
+    let (grpc, admin) = (free_port().unwrap(), free_port().unwrap());
+    let mut spec = Spec::new("actuator-svc", env!("CARGO_BIN_EXE_actuator-svc").into())
         .args([
             "--cloud-config",
             path.to_str().unwrap(),
@@ -94,7 +87,7 @@ async fn managed_identity_run(user_assigned: bool) {
             &sim.aad_authority(),
         ])
         // The simulator's CA through the platform store's own variable.
-        .env("SSL_CERT_FILE", &ca)
+        .env("SSL_CERT_FILE", ca.to_str().unwrap())
         .args([
             "--grpc-listen",
             &format!("127.0.0.1:{grpc}"),
@@ -107,14 +100,12 @@ async fn managed_identity_run(user_assigned: bool) {
         // A test on loopback: plaintext, said explicitly.
         .arg("--insecure-plaintext")
         .env("IDENTITY_ENDPOINT", sim.identity_endpoint())
-        .env("IDENTITY_HEADER", sim.identity_header())
-        .env_remove("AZURE_CLIENT_ID")
-        .env_remove("AZURE_TENANT_ID")
-        .env_remove("AZURE_FEDERATED_TOKEN_FILE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .env("IDENTITY_HEADER", sim.identity_header());
+    // Nothing else from this process's environment (no AZURE_CLIENT_ID, AZURE_TENANT_ID or
+    // AZURE_FEDERATED_TOKEN_FILE), as in a pod with only a managed identity.
+    spec.clear_env = true;
+    // Killed if the test fails before the drain; its output in `actuator-svc.log` in `dir`.
+    let mut child = Proc::start(&spec, dir.path()).await.unwrap();
     let mut client = connect(grpc).await;
     let node = &cluster.nodes[2];
     let rsp = client
@@ -131,22 +122,12 @@ async fn managed_identity_run(user_assigned: bool) {
             .all(|r| r.principal.as_deref() == Some(mi.as_str())),
         "writes made as the managed identity"
     );
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    assert!(child.is_running());
+    child.signal("TERM").await;
+    let exit = child
+        .exit_within(Duration::from_secs(30))
+        .await
+        .expect("no exit after SIGTERM");
     assert!(exit.success(), "drained cleanly: {exit:?}");
 }
 

@@ -8,8 +8,6 @@
 
 #[path = "integration/common.rs"]
 mod common;
-#[path = "integration/pki.rs"]
-mod pki;
 
 use actuator_svc::config::azure_json::EnvOverrides;
 use actuator_svc::config::cli::Args;
@@ -20,8 +18,9 @@ use common::*;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
 use cutover_runtime::dial::{BoxStream, Dialer, Listener};
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use parking_lot::Mutex;
-use pki::{TestCa, Usage};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -103,7 +102,10 @@ async fn sim_on(net: &Net) -> (ArmSim, aks_fixture::Cluster) {
 /// No listen flag: `start_with` takes its listeners.
 fn flags(sim: &ArmSim, cluster: &aks_fixture::Cluster, ca: &TestCa, dir: &Path) -> Vec<String> {
     let config = write_config(dir, cluster);
-    let (cert, key) = ca.leaf("actuator", Usage::ServerAuth);
+    let leaf = ca
+        .issue(&["actuator"], Some("actuator"), None, Usage::ServerAuth)
+        .unwrap();
+    let (cert, key) = (leaf.cert_pem, leaf.key_pem);
     let file = |name: &str, text: &str| {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
@@ -169,10 +171,10 @@ async fn client(
     ca: &TestCa,
     dns: &str,
 ) -> ActuatorClient<tonic::transport::Channel> {
-    let (cert, key) = ca.leaf_with(&[dns], None, Usage::ClientAuth);
+    let leaf = ca.client(&[dns]).unwrap();
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(ca.pem()))
-        .identity(Identity::from_pem(cert, key))
+        .identity(Identity::from_pem(leaf.cert_pem, leaf.key_pem))
         .domain_name("actuator");
     let channel = Endpoint::from_static("https://actuator:9443")
         .tls_config(tls)
@@ -231,7 +233,7 @@ async fn start_actuator_on(
 async fn a_node_set_down_over_handed_streams_is_down_in_arm() {
     let net = Net::default();
     let (sim, cluster) = sim_on(&net).await;
-    let ca = TestCa::new("transports test CA");
+    let ca = TestCa::new("transports test CA").unwrap();
     let a = start_actuator_on(&net, &sim, &cluster, &ca).await;
 
     // The token came from arm-sim's Azure AD over the dialer, and the pool index from its ARM.
@@ -315,7 +317,7 @@ async fn a_node_set_down_over_handed_streams_is_down_in_arm() {
 async fn the_token_goes_only_to_https_over_a_dialer_too() {
     let net = Net::default();
     let (sim, cluster) = sim_on(&net).await;
-    let ca = TestCa::new("transports test CA");
+    let ca = TestCa::new("transports test CA").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut args = flags(&sim, &cluster, &ca, dir.path());
     // Plain http to a host that is not loopback: refused before anything is sent.
@@ -346,7 +348,7 @@ async fn the_token_goes_only_to_https_over_a_dialer_too() {
 async fn the_preflight_runs_over_a_dialer() {
     let net = Net::default();
     let (sim, cluster) = sim_on(&net).await;
-    let ca = TestCa::new("transports test CA");
+    let ca = TestCa::new("transports test CA").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut args = flags(&sim, &cluster, &ca, dir.path());
     args.push("--preflight".into());

@@ -19,6 +19,7 @@ mod common;
 
 use common::*;
 use cutover_proto::v1::AdminState;
+use cutover_testkit::{Proc, Spec, free_port};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -39,30 +40,22 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-struct Child(std::process::Child);
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn spawn_svc(c: &Cluster, act: &FakeActuator, admin: &str) -> Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_signal-svc"))
+/// signal-svc as a child (the kit's `Proc`: killed when dropped, its output in
+/// `signal-svc.log` in the cluster's directory).
+async fn spawn_svc(c: &Cluster, act: &FakeActuator, admin: &str) -> Proc {
+    let spec = Spec::new("signal-svc", env!("CARGO_BIN_EXE_signal-svc").into())
         .args([
-            "--cluster-name=kubernetes",
-            "--identity=bench",
-            "--namespace=cutover",
-            &format!("--kubeconfig={}", c.kubeconfig.display()),
-            &format!("--admin-listen={admin}"),
-            &format!("--actuator-endpoints={}", act.endpoint()),
+            "--cluster-name=kubernetes".to_owned(),
+            "--identity=bench".to_owned(),
+            "--namespace=cutover".to_owned(),
+            format!("--kubeconfig={}", c.kubeconfig.display()),
+            format!("--admin-listen={admin}"),
+            format!("--actuator-endpoints={}", act.endpoint()),
             // The fake actuator on loopback is plaintext: said explicitly.
-            "--insecure-plaintext",
+            "--insecure-plaintext".to_owned(),
         ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .env("RUST_LOG", "warn");
+    let child = Proc::start(&spec, c.dir.path()).await.unwrap();
     let url = admin.to_owned();
     eventually("child ready", || {
         let url = url.clone();
@@ -78,15 +71,7 @@ async fn spawn_svc(c: &Cluster, act: &FakeActuator, admin: &str) -> Child {
         }
     })
     .await;
-    Child(child)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    child
 }
 
 /// One wave: `count` nodes tainted at once, every Down received, then all restored.
@@ -156,9 +141,14 @@ async fn main() {
     // Baseline: 12 nodes.
     let small = cluster(12).await;
     let act_small = FakeActuator::start("small", Mode::Effective).await;
-    let child_small = spawn_svc(&small, &act_small, &format!("127.0.0.1:{}", free_port())).await;
+    let child_small = spawn_svc(
+        &small,
+        &act_small,
+        &format!("127.0.0.1:{}", free_port().unwrap()),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (rss_small, _) = rss_kib(child_small.0.id()).unwrap_or((0, 0));
+    let (rss_small, _) = child_small.pid().and_then(rss_kib).unwrap_or((0, 0));
     drop(child_small);
     drop(act_small);
     drop(small);
@@ -170,7 +160,7 @@ async fn main() {
         let c = cluster(nodes).await;
         let act = FakeActuator::start("a", Mode::Effective).await;
         let started = Instant::now();
-        let child = spawn_svc(&c, &act, &format!("127.0.0.1:{}", free_port())).await;
+        let child = spawn_svc(&c, &act, &format!("127.0.0.1:{}", free_port().unwrap())).await;
         let ready = started.elapsed();
         let names = c.node_names().await;
         let wave_took = wave(&c, &act, &names, (nodes / 2).min(500)).await;
@@ -195,7 +185,7 @@ async fn main() {
                 up.push(at - t1);
             }
         }
-        let (rss, hwm) = rss_kib(child.0.id()).unwrap_or((0, 0));
+        let (rss, hwm) = child.pid().and_then(rss_kib).unwrap_or((0, 0));
         rows.push(Row {
             nodes,
             ready,

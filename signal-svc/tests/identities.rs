@@ -10,70 +10,33 @@
 mod common;
 
 use common::*;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
-};
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 const ACTUATOR: &str = "actuator-svc.cutover.svc";
 
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "identities test CA");
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        Self(CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap())
-    }
-
-    /// A certificate with exactly `sans` (URIs when they contain `://`) and the CN `cn`.
-    fn leaf(
-        &self,
-        sans: &[&str],
-        cn: Option<&str>,
-        usage: ExtendedKeyUsagePurpose,
-    ) -> (String, String) {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.subject_alt_names = sans
-            .iter()
-            .map(|s| {
-                if s.contains("://") {
-                    SanType::URI((*s).try_into().unwrap())
-                } else {
-                    SanType::DnsName((*s).try_into().unwrap())
-                }
-            })
-            .collect();
-        p.distinguished_name = DistinguishedName::new();
-        if let Some(cn) = cn {
-            p.distinguished_name.push(DnType::CommonName, cn);
-        }
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &self.0).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
+/// A certificate with exactly `sans` (URIs when they contain `://`) and the CN `cn`.
+fn leaf(ca: &TestCa, sans: &[&str], cn: Option<&str>, usage: Usage) -> (String, String) {
+    let l = ca.issue(sans, cn, None, usage).unwrap();
+    (l.cert_pem, l.key_pem)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_actuator_must_present_the_expected_name_as_a_san_never_as_the_cn() {
-    let ca = Ca::new();
+    let ca = TestCa::new("identities test CA").unwrap();
     let c = cluster(6).await;
     let write = |name: &str, body: &str| {
         let p = c.dir.path().join(name);
         std::fs::write(&p, body).unwrap();
         p.display().to_string()
     };
-    let ca_file = write("ca.crt", &ca.0.pem());
-    let (cert, key) = ca.leaf(
+    let ca_file = write("ca.crt", &ca.pem());
+    let (cert, key) = leaf(
+        &ca,
         &["spiffe://cluster.local/ns/cutover/sa/signal-svc"],
         None,
-        ExtendedKeyUsagePurpose::ClientAuth,
+        Usage::ClientAuth,
     );
     let cert = write("tls.crt", &cert);
     let key = write("tls.key", &key);
@@ -85,10 +48,10 @@ async fn the_actuator_must_present_the_expected_name_as_a_san_never_as_the_cn() 
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let serving = |sans: &[&str], cn: Option<&str>| {
-        let (cert, key) = ca.leaf(sans, cn, ExtendedKeyUsagePurpose::ServerAuth);
+        let (cert, key) = leaf(&ca, sans, cn, Usage::ServerAuth);
         ServerTlsConfig::new()
             .identity(Identity::from_pem(cert, key))
-            .client_ca_root(Certificate::from_pem(ca.0.pem()))
+            .client_ca_root(Certificate::from_pem(ca.pem()))
     };
 
     let refused: [(&str, &[&str], Option<&str>); 4] = [

@@ -309,12 +309,18 @@ async fn lease_timing_table() {
         tokio::time::sleep(Duration::from_millis(1300)).await;
         a.kill().await;
         let killed = tokio::time::Instant::now();
-        let failover = eventually_long(|| {
-            distinct_epochs(&act)
-                .iter()
-                .any(|e| *e > first)
-                .then(|| killed.elapsed())
-        })
+        let failover = cutover_testkit::eventually_within(
+            Duration::from_secs(60),
+            Duration::from_millis(20),
+            "a failover",
+            || {
+                let failed_over = distinct_epochs(&act)
+                    .iter()
+                    .any(|e| *e > first)
+                    .then(|| killed.elapsed());
+                async move { failed_over }
+            },
+        )
         .await;
         b.stop().await;
         // Latency tolerated.
@@ -347,16 +353,5 @@ async fn lease_timing_table() {
             tolerated = Duration::from_millis(ms);
         }
         println!("| {d} / {rd} / {ri} / {ry} | {failover:.1?} | {tolerated:?} |");
-    }
-}
-
-async fn eventually_long(mut f: impl FnMut() -> Option<Duration>) -> Duration {
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "no failover");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -7,10 +7,8 @@ mod common;
 
 use common::*;
 use cutover_proto::v1::AdminState;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 struct Pki {
@@ -19,31 +17,16 @@ struct Pki {
     client: (String, String),
 }
 
+/// A CA (the kit's) and a leaf each, named by its DNS SAN and CN.
 fn pki() -> Pki {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "test CA");
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let ca = TestCa::new("test CA").unwrap();
     let leaf = |name: &str, usage| {
-        let mut p = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        (cert.pem(), key.serialize_pem())
+        let l = ca.issue(&[name], Some(name), None, usage).unwrap();
+        (l.cert_pem, l.key_pem)
     };
     Pki {
-        server: leaf(
-            "actuator-svc.cutover.svc",
-            ExtendedKeyUsagePurpose::ServerAuth,
-        ),
-        client: leaf(
-            "signal-svc.cutover.svc",
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ),
+        server: leaf("actuator-svc.cutover.svc", Usage::ServerAuth),
+        client: leaf("signal-svc.cutover.svc", Usage::ClientAuth),
         ca: ca.pem(),
     }
 }

@@ -307,33 +307,14 @@ async fn clients_over_a_dialer_stack_as_kube_does() {
 
 /// A CA, the actuator's server certificate and signal-svc's client certificate (PEM pairs).
 fn pki() -> (String, (String, String), (String, String)) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair, KeyUsagePurpose,
-    };
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "test CA");
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    use cutover_testkit::{TestCa, certs::Usage};
+    let ca = TestCa::new("test CA").unwrap();
     let leaf = |name: &str, usage| {
-        let mut p = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        (cert.pem(), key.serialize_pem())
+        let l = ca.issue(&[name], Some(name), None, usage).unwrap();
+        (l.cert_pem, l.key_pem)
     };
-    let server = leaf(
-        "actuator-svc.cutover.svc",
-        ExtendedKeyUsagePurpose::ServerAuth,
-    );
-    let client = leaf(
-        "signal-svc.cutover.svc",
-        ExtendedKeyUsagePurpose::ClientAuth,
-    );
+    let server = leaf("actuator-svc.cutover.svc", Usage::ServerAuth);
+    let client = leaf("signal-svc.cutover.svc", Usage::ClientAuth);
     (ca.pem(), server, client)
 }
 

@@ -173,22 +173,18 @@ pub async fn start_actuator(sim: &ArmSim, cluster: &Cluster, extra: &[&str]) -> 
     }
 }
 
-/// Polls `cond` until true, failing after [`WAIT`].
+/// Polls `cond` every 20 ms until true, failing after [`WAIT`] (the test kit's wait, for a
+/// yes/no check).
 pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if cond().await {
-            return;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cutover_testkit::eventually_within(WAIT, Duration::from_millis(20), what, || {
+        let polled = cond();
+        async move { polled.await.then_some(()) }
+    })
+    .await
 }
 
 /// A minimal HTTP/1.0 GET: (status, body).

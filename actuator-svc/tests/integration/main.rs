@@ -13,7 +13,6 @@ mod holds;
 mod lb_lifecycle;
 mod not_node_pools;
 mod ownership;
-mod pki;
 mod preflight;
 mod restore;
 mod rotation;

@@ -2,13 +2,14 @@
 //! mounts a Secret (files are symlinks through `..data`, swapped in one rename).
 
 use crate::common::*;
-use crate::pki::{TestCa, Usage as ExtendedKeyUsagePurpose};
 use actuator_svc::arm::transport::Transport;
 use actuator_svc::config::azure_json::{self, CredentialChoice, EnvOverrides};
 use actuator_svc::credentials::{self, CloudConfigFile, Sources};
 use arm_sim::{ArmSim, ArmSimOptions};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_rustls::rustls;
@@ -24,15 +25,16 @@ struct Pki {
 }
 
 fn pki(ca_name: &str) -> Pki {
-    let ca = TestCa::new(ca_name);
-    let leaf = |name: &str, usage| ca.leaf(name, usage);
+    let ca = TestCa::new(ca_name).unwrap();
+    // Each leaf named by its DNS SAN and CN.
+    let leaf = |name: &str, usage| {
+        let l = ca.issue(&[name], Some(name), None, usage).unwrap();
+        (l.cert_pem, l.key_pem)
+    };
     Pki {
         ca_pem: ca.pem(),
-        server: leaf("localhost", ExtendedKeyUsagePurpose::ServerAuth),
-        client: leaf(
-            "signal-svc.cutover.svc",
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ),
+        server: leaf("localhost", Usage::ServerAuth),
+        client: leaf("signal-svc.cutover.svc", Usage::ClientAuth),
     }
 }
 

@@ -1,9 +1,10 @@
 //! mTLS, allow-lists, health, reflection, readiness and metrics.
 
 use crate::common::*;
-use crate::pki::{TestCa, Usage as ExtendedKeyUsagePurpose};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
+use cutover_testkit::TestCa;
+use cutover_testkit::certs::Usage;
 use std::path::{Path, PathBuf};
 use tokio_stream::StreamExt;
 use tonic::Code;
@@ -17,9 +18,13 @@ struct Pki {
 }
 
 fn mk_pki(dir: &Path) -> Pki {
-    let ca = TestCa::new("test CA");
-    let leaf = |name: &str, usage| ca.leaf(name, usage);
-    let (cert, key) = leaf("localhost", ExtendedKeyUsagePurpose::ServerAuth);
+    let ca = TestCa::new("test CA").unwrap();
+    // Each leaf named by its DNS SAN and CN.
+    let leaf = |name: &str, usage| {
+        let l = ca.issue(&[name], Some(name), None, usage).unwrap();
+        (l.cert_pem, l.key_pem)
+    };
+    let (cert, key) = leaf("localhost", Usage::ServerAuth);
     std::fs::write(dir.join("server.crt"), cert).unwrap();
     std::fs::write(dir.join("server.key"), key).unwrap();
     std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
@@ -29,7 +34,7 @@ fn mk_pki(dir: &Path) -> Pki {
         "stranger.example",
     ]
     .iter()
-    .map(|n| leaf(n, ExtendedKeyUsagePurpose::ClientAuth))
+    .map(|n| leaf(n, Usage::ClientAuth))
     .collect();
     Pki {
         ca_pem: ca.pem(),

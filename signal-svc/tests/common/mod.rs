@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_sim::{KubeSim, Options, Seed};
 use parking_lot::Mutex;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,24 +30,8 @@ pub const NOTICE: &str = "Scheduled: Sat, 01 Aug 2026 05:41:02 GMT. DurationInSe
 pub const IMDS_NOISE: &str =
     "IMDS query failed, exit code: 28\nConnection timed out after 24 seconds.";
 
-/// Polls `check` every 50 ms until it returns Some; fails after 30 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// Polls `check` every 50 ms until it returns Some; fails after 30 s (the test kit's).
+pub use cutover_testkit::eventually;
 
 // ------------------------------------------------------------------------------------------
 // The Kubernetes side: a real kube-apiserver and etcd by default, kube-sim where a test needs

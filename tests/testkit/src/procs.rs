@@ -147,6 +147,15 @@ impl Proc {
         let _ = self.child.kill().await;
     }
 
+    /// Waits up to `timeout` for the process to exit on its own: its exit status, or `None` if
+    /// it still runs (a drain that did not finish).
+    pub async fn exit_within(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// The process id while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
@@ -210,6 +219,22 @@ mod tests {
         .await;
         assert!(proc.is_running());
         proc.terminate(Duration::from_secs(5)).await;
+        assert!(!proc.is_running());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_exit_after_a_signal_is_seen_with_its_status() {
+        let dir = std::env::temp_dir().join(format!("cutover-testkit-exit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = Spec::new("drains", "sh".into())
+            .arg("-c")
+            .arg("trap 'exit 0' TERM; while :; do sleep 0.05; done");
+        let mut proc = Proc::start(&spec, &dir).await.unwrap();
+        assert!(proc.exit_within(Duration::from_millis(200)).await.is_none());
+        proc.signal("TERM").await;
+        let exit = proc.exit_within(Duration::from_secs(5)).await;
+        assert!(exit.is_some_and(|s| s.success()), "{exit:?}");
         assert!(!proc.is_running());
         std::fs::remove_dir_all(&dir).unwrap();
     }
