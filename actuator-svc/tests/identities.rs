@@ -20,8 +20,8 @@ use clap::Parser;
 use common::*;
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::*;
-use cutover_testkit::TestCa;
 use cutover_testkit::certs::Usage;
+use cutover_testkit::{Proc, Spec, TestCa, until_ok};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use tokio_stream::StreamExt;
@@ -390,8 +390,8 @@ async fn with_the_flag_it_starts_in_plaintext_and_the_metric_reads_1() {
 
 /// The real binary: refuses to start without TLS flags (exit non-zero, naming them), and with
 /// `--insecure-plaintext` starts and logs the warning. No ARM call is needed for either.
-#[test]
-fn the_binary_refuses_plaintext_unless_told_and_warns_when_told() {
+#[tokio::test]
+async fn the_binary_refuses_plaintext_unless_told_and_warns_when_told() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = aks_fixture::preset("aks").unwrap().azure_json();
     let path: PathBuf = dir.path().join("azure.json");
@@ -424,40 +424,24 @@ fn the_binary_refuses_plaintext_unless_told_and_warns_when_told() {
     );
     assert!(!err.contains("panicked"), "{err}");
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actuator-svc"))
+    // A kit Proc: killed when dropped, its output in `dir`.
+    let spec = Spec::new("plaintext", env!("CARGO_BIN_EXE_actuator-svc").into())
         .args(base)
-        .args(["--insecure-plaintext", "--standalone"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut warned = None;
-    while std::time::Instant::now() < deadline {
-        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
-            Ok(line) if line.contains("--insecure-plaintext") => {
-                warned = Some(line);
-                break;
-            }
-            Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let line = warned.expect("no --insecure-plaintext warning within 30 s");
+        .args(["--insecure-plaintext", "--standalone"]);
+    let child = Proc::start(&spec, dir.path()).await.unwrap();
+    let line = until_ok(
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(200),
+        || {
+            let log = std::fs::read_to_string(&child.log).unwrap_or_default();
+            let warned = log
+                .lines()
+                .find(|l| l.contains("--insecure-plaintext"))
+                .map(str::to_owned);
+            async move { warned.ok_or_else(|| "no --insecure-plaintext warning".to_owned()) }
+        },
+    )
+    .await;
+    drop(child);
     assert!(line.contains("\"level\":\"WARN\""), "{line}");
 }
