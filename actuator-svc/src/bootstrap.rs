@@ -8,6 +8,7 @@ use crate::arm::client::Scope;
 use crate::arm::transport::{self, Transport};
 use crate::config::azure_json::{self, AzureConfig, EnvOverrides};
 use crate::config::cli::{Args, Serving};
+use crate::config::cloud;
 use crate::credentials;
 use crate::grpc::auth::AllowLists;
 use crate::metrics::Metrics;
@@ -38,32 +39,24 @@ pub fn managed_lbs(cfg: &AzureConfig, cluster_name: &str) -> Vec<String> {
 /// What the config files and flags say, validated.
 pub(crate) struct Loaded {
     pub(crate) cfg: AzureConfig,
-    /// ARM endpoint, authority and token scope (azure.json's `cloud`, the flags).
-    cloud: crate::config::cloud::Cloud,
+    /// ARM endpoint, authority and token scope (azure.json's `cloud` or a custom cloud's
+    /// metadata, the flags).
+    cloud: cloud::Cloud,
     /// The HTTPS client of every Azure call (tokens and ARM).
     http: Transport,
 }
 
-/// Step 1: `azure.json` and the AAD authority. Every Azure call (tokens and ARM) goes over TCP
-/// (through the environment's proxy settings), or over `dialer` when there is one.
-pub(crate) fn load(
+/// Step 1: `azure.json` and the AAD authority. Every Azure call (tokens and ARM, and the
+/// metadata document of a custom cloud) goes over TCP (through the environment's proxy
+/// settings), or over `dialer` when there is one.
+pub(crate) async fn load(
     args: &Args,
     env: &EnvOverrides,
     dialer: Option<Dialer>,
 ) -> anyhow::Result<Loaded> {
-    let text = std::fs::read_to_string(&args.cloud_config)
-        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let cfg = azure_json::parse(&text, &args.cluster_name, env)
-        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    let overrides = crate::config::cloud::Overrides {
-        arm_endpoint: args.arm_endpoint.clone(),
-        authority: args.aad_authority.clone(),
-        token_scope: args.arm_token_scope.clone(),
-    };
-    let cloud = crate::config::cloud::from_process(&text, &overrides)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| format!("--cloud-config {}", args.cloud_config.display()))?;
-    tracing::info!(cloud = %cloud.name, arm_endpoint = %cloud.arm_endpoint, authority = %cloud.authority, token_scope = %cloud.token_scope, "Azure cloud");
+    let config = || format!("--cloud-config {}", args.cloud_config.display());
+    let text = std::fs::read_to_string(&args.cloud_config).with_context(config)?;
+    let cfg = azure_json::parse(&text, &args.cluster_name, env).with_context(config)?;
     let extra_roots = match &args.azure_ca_file {
         Some(path) => transport::read_ca_file(path).context("--azure-ca-file")?,
         None => Vec::new(),
@@ -73,8 +66,96 @@ pub(crate) fn load(
         Some(dialer) => Transport::with_dialer(&extra_roots, dialer),
     }
     .context("HTTPS client")?;
+    let overrides = cloud::Overrides {
+        arm_endpoint: args.arm_endpoint.clone(),
+        authority: args.aad_authority.clone(),
+        token_scope: args.arm_token_scope.clone(),
+    };
+    // A custom cloud: its ARM's metadata document names the endpoints.
+    let metadata = match cloud::resource_manager_field(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(config)?
+    {
+        Some(endpoint) => Some(
+            custom_cloud(&http, &text, &endpoint, args.arm_timeout)
+                .await
+                .map_err(anyhow::Error::msg)
+                .with_context(config)?,
+        ),
+        None => None,
+    };
+    let cloud = cloud::from_process(&text, &overrides, metadata.as_ref())
+        .map_err(anyhow::Error::msg)
+        .with_context(config)?;
+    tracing::info!(cloud = %cloud.name, arm_endpoint = %cloud.arm_endpoint, authority = %cloud.authority, token_scope = %cloud.token_scope, "Azure cloud");
     tracing::info!(credential = ?cfg.credential, subscription = %cfg.subscription_id, "configuration loaded");
     Ok(Loaded { cfg, cloud, http })
+}
+
+/// How many times the metadata document is asked for before start-up fails.
+const METADATA_ATTEMPTS: u32 = 3;
+/// The largest metadata document read (Azure's lists every cloud in a few KiB).
+const METADATA_MAX: usize = 1024 * 1024;
+
+/// azure.json's `resourceManagerEndpoint`: GETs its metadata document (no token: the
+/// document is public) and reads the cloud's endpoints from it. https only (plain http on
+/// loopback): the answer decides where the bearer token goes.
+async fn custom_cloud(
+    http: &Transport,
+    azure_json: &str,
+    endpoint: &url::Url,
+    timeout: std::time::Duration,
+) -> Result<cloud::Metadata, String> {
+    crate::arm::client::endpoint_allowed(endpoint)
+        .map_err(|e| format!("resourceManagerEndpoint {endpoint}: {e}"))?;
+    let url = cloud::metadata_url(endpoint);
+    let mut last = String::new();
+    for attempt in 1..=METADATA_ATTEMPTS {
+        match tokio::time::timeout(timeout, get_text(http, &url)).await {
+            Ok(Ok(text)) => {
+                let m = cloud::parse_metadata(
+                    &text,
+                    cloud::cloud_field(azure_json).as_deref(),
+                    endpoint,
+                )?;
+                tracing::info!(%url, name = %m.name, resource_manager = %m.resource_manager, authority = %m.authority, audience = %m.audience, "custom cloud: metadata read");
+                return Ok(m);
+            }
+            Ok(Err(e)) => last = e,
+            Err(_) => last = format!("no answer within {timeout:?}"),
+        }
+        tracing::warn!(%url, attempt, error = %last, "custom cloud: metadata not read");
+        if attempt < METADATA_ATTEMPTS {
+            tokio::time::sleep(std::time::Duration::from_secs(u64::from(attempt))).await;
+        }
+    }
+    Err(format!(
+        "resourceManagerEndpoint {endpoint}: the metadata document {url} could not be read ({METADATA_ATTEMPTS} attempts): {last}"
+    ))
+}
+
+/// One GET of `url`: the body of a 200, or why not.
+async fn get_text(http: &Transport, url: &url::Url) -> Result<String, String> {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .method(http::Method::GET)
+        .uri(url.as_str())
+        .header("accept", "application/json")
+        .header("user-agent", transport::USER_AGENT)
+        .body(crate::arm::body::ChunkBody::empty())
+        .map_err(|e| e.to_string())?;
+    let resp = http.send(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), METADATA_MAX)
+        .collect()
+        .await
+        .map_err(|e| format!("HTTP {status}: reading the body: {e}"))?
+        .to_bytes();
+    if !status.is_success() {
+        let start = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        return Err(format!("HTTP {status}: {start}"));
+    }
+    String::from_utf8(body.to_vec()).map_err(|e| format!("HTTP {status}: {e}"))
 }
 
 /// The service's step 1b (not the preflight's, which serves nothing): how gRPC is served. Mutual

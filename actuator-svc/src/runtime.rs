@@ -118,7 +118,7 @@ async fn run(
     dialer: Option<Dialer>,
     step4: Step4,
 ) -> anyhow::Result<Running> {
-    let loaded = bootstrap::load(&args, &env, dialer)?;
+    let loaded = bootstrap::load(&args, &env, dialer).await?;
     let metrics = Arc::new(Metrics::new());
     let (tls, lists) = bootstrap::grpc_security(&args, &metrics)?;
     let (arm, read) = bootstrap::arm_client(&args, &env, &loaded, metrics.clone())?;

@@ -156,7 +156,7 @@ pub async fn run_with(
     env: &EnvOverrides,
     dialer: Option<cutover_runtime::dial::Dialer>,
 ) -> anyhow::Result<Report> {
-    let loaded = crate::bootstrap::load(args, env, dialer)?;
+    let loaded = crate::bootstrap::load(args, env, dialer).await?;
     let (arm, _) = crate::bootstrap::arm_client(args, env, &loaded, Arc::new(Metrics::new()))?;
     let lbs = crate::bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let survey = survey(&arm, &lbs).await;

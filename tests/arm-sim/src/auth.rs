@@ -71,6 +71,11 @@ impl Tokens {
         self.accepted_audiences = audiences;
     }
 
+    /// The audiences ARM accepts, when restricted.
+    pub fn accepted_audiences(&self) -> Option<&[String]> {
+        self.accepted_audiences.as_deref()
+    }
+
     /// Checks an `Authorization` header; returns the principal.
     pub fn verify(&self, header: Option<&str>, now: jiff::Timestamp) -> Result<String, ArmError> {
         let header = header.ok_or_else(ArmError::missing_auth_header)?;

@@ -5,6 +5,7 @@
 pub mod aad;
 pub mod arm;
 pub mod control;
+pub mod metadata;
 pub mod path;
 pub mod reads;
 pub mod writes;
@@ -161,6 +162,8 @@ pub(crate) async fn handle(
             }
             out
         }
+    } else if path.eq_ignore_ascii_case("/metadata/endpoints") {
+        metadata::handle(&shared, &parts)
     } else {
         aad::handle(&shared, &parts, &body).await
     };
