@@ -27,9 +27,19 @@ pub struct SeedReport {
     pub intents: usize,
 }
 
-/// The command that replays `seed`.
+/// The command that replays `seed` (with the shape's flag when it is not the default).
 pub fn replay(seed: u64) -> String {
     format!("cargo run --release -p cutover-dst --bin dst -- --seed {seed}")
+}
+
+/// [`replay`] for a run of the given shape.
+pub fn replay_shaped(seed: u64, shape: crate::schedule::Shape) -> String {
+    let flag = if shape == crate::schedule::Shape::HEAVY {
+        " --heavy"
+    } else {
+        ""
+    };
+    format!("{}{flag}", replay(seed))
 }
 
 /// Runs and judges `seed`.
@@ -93,6 +103,8 @@ pub struct Summary {
     pub gate_stale_ms: Ms,
     pub slowest_ms: Ms,
     pub single_replica: usize,
+    /// The shape the seeds ran with (for the replay commands).
+    pub shape: Option<crate::schedule::Shape>,
 }
 
 impl Summary {
@@ -158,7 +170,8 @@ impl Summary {
             );
         }
         for seed in &self.failing {
-            s += &format!("replay: {}\n", replay(*seed));
+            let shape = self.shape.unwrap_or(crate::schedule::Shape::SHORT);
+            s += &format!("replay: {}\n", replay_shaped(*seed, shape));
         }
         s
     }
@@ -229,9 +242,17 @@ pub fn trace(seed: u64, options: &Options) -> anyhow::Result<String> {
 /// An entry's target as `vmss/instance/ipconfig` (or the IP address).
 fn short(target: &str) -> String {
     let parts: Vec<&str> = target.split('/').collect();
-    match parts.iter().position(|p| p.eq_ignore_ascii_case("virtualMachineScaleSets")) {
+    match parts
+        .iter()
+        .position(|p| p.eq_ignore_ascii_case("virtualMachineScaleSets"))
+    {
         Some(i) if parts.len() > i + 3 => {
-            format!("{}/{}/{}", parts[i + 1], parts[i + 3], parts[parts.len() - 1])
+            format!(
+                "{}/{}/{}",
+                parts[i + 1],
+                parts[i + 3],
+                parts[parts.len() - 1]
+            )
         }
         _ => target.to_owned(),
     }

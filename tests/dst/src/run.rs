@@ -224,11 +224,9 @@ fn start_fault(sim: &mut turmoil::Sim<'_>, w: &World<'_>, f: &Fault) -> Result<(
     } = *w;
     match f.kind {
         FaultKind::Partition => sim.hold(f.hosts[0], f.hosts[1]),
-        FaultKind::SlowLink => sim.set_link_max_message_latency(
-            f.hosts[0],
-            f.hosts[1],
-            Duration::from_millis(f.param),
-        ),
+        FaultKind::SlowLink => {
+            sim.set_link_max_message_latency(f.hosts[0], f.hosts[1], Duration::from_millis(f.param))
+        }
         FaultKind::Crash => {
             sim.crash(f.hosts[0]);
             slots.disown_all(sim.elapsed().as_millis() as Ms, f.hosts[0]);

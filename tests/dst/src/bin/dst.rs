@@ -129,6 +129,7 @@ fn main() -> anyhow::Result<()> {
         return Err(e);
     }
     summary.absorb(done);
+    summary.shape = Some(options.shape);
     summary.wall = t0.elapsed();
     print!("{}", summary.render());
     if !summary.failing.is_empty() {
