@@ -139,6 +139,10 @@ pub struct ArmSimOptions {
     /// Its ARM resource ID (`msi_res_id`) and object ID (`object_id`).
     pub managed_identity_resource_id: String,
     pub managed_identity_object_id: String,
+    /// More host names the generated TLS certificate is valid for, beside `localhost`,
+    /// `127.0.0.1` and the authority's host: one simulator answering as several hosts through
+    /// a dialer (a sovereign cloud's ARM and login hosts, [`ArmSim::start_on`]).
+    pub tls_names: Vec<String>,
 }
 
 /// The object id of the seed's service principal when the seed names none (ARM messages name
@@ -159,6 +163,7 @@ impl Default for ArmSimOptions {
             managed_identity_client_id: "0b5b9a1e-6c1f-4c3b-9a7e-3d2c1b0a9f8e".into(),
             managed_identity_resource_id: "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/MC_rg_cluster_eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/cluster-agentpool".into(),
             managed_identity_object_id: "5f0c7c1e-2b1a-4d3e-8f9a-0a1b2c3d4e5f".into(),
+            tls_names: Vec::new(),
         }
     }
 }

@@ -100,7 +100,9 @@ fn serve(
     // Every connection may be plain or TLS (told apart by its first byte): azure_identity 1.x
     // accepts only an https authority host, so AAD is always reachable over TLS; `tls` chooses
     // which scheme `url()` reports.
-    let (acceptor, pem) = crate::tls::acceptor(&host)?;
+    let mut names = vec![host];
+    names.extend(options.tls_names.iter().cloned());
+    let (acceptor, pem) = crate::tls::acceptor(&names)?;
     let (tls, ca_pem) = (Some(acceptor), Some(pem));
     let scheme = if options.tls { "https" } else { "http" };
     let seed = &options.seed;

@@ -1,6 +1,6 @@
 //! Optional HTTPS: a throwaway CA and a server certificate for `localhost` / `127.0.0.1` (and
-//! the host a caller serves the simulator under, [`crate::ArmSim::start_on`]), generated at
-//! start. The Python Azure SDK refuses bearer tokens over plain http, so its test runs the
+//! the host a caller serves the simulator under, [`crate::ArmSim::start_on`], and
+//! [`crate::ArmSimOptions::tls_names`]), generated at start. The Python Azure SDK refuses bearer tokens over plain http, so its test runs the
 //! simulator with TLS and trusts the CA PEM.
 
 use std::sync::Arc;
@@ -15,8 +15,8 @@ pub enum TlsError {
 }
 
 /// A TLS acceptor plus the CA certificate (PEM) clients must trust. The certificate names
-/// `localhost`, `127.0.0.1` and `host` (a DNS name or an IP address).
-pub(crate) fn acceptor(host: &str) -> Result<(tokio_rustls::TlsAcceptor, String), TlsError> {
+/// `localhost`, `127.0.0.1` and each of `hosts` (DNS names or IP addresses).
+pub(crate) fn acceptor(hosts: &[String]) -> Result<(tokio_rustls::TlsAcceptor, String), TlsError> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     };
@@ -36,8 +36,10 @@ pub(crate) fn acceptor(host: &str) -> Result<(tokio_rustls::TlsAcceptor, String)
 
     let key = KeyPair::generate()?;
     let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-    if !names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
-        names.push(host.to_owned());
+    for host in hosts {
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(host)) {
+            names.push(host.clone());
+        }
     }
     let mut params = CertificateParams::new(names)?;
     params
