@@ -99,7 +99,7 @@ impl Metrics {
         let arm_access_refused = Family::<Labels, Counter>::default();
         registry.register(
             "arm_access_refused",
-            "Writes ARM refused for access (403 AuthorizationFailed, LinkedAuthorizationFailed, DenyAssignmentAuthorizationFailed), by load balancer, code and the first action it names; retried slowly",
+            "Writes ARM refused for access (403 AuthorizationFailed, LinkedAuthorizationFailed, DenyAssignmentAuthorizationFailed, RequestDisallowedByPolicy; 409 ScopeLocked), by load balancer, code (the reason) and the first action it names (- when none); retried slowly",
             arm_access_refused.clone(),
         );
         let missing_permissions = Family::<Labels, Gauge>::default();

@@ -415,3 +415,118 @@ async fn a_write_refused_for_access_runs_the_access_check_again() {
     );
     assert!(running.shutdown().await);
 }
+
+/// The request that sets `node0` to `state`, answered once accepted (or within 5 s).
+fn set0(state: AdminState) -> SetNodeAdminStateRequest {
+    SetNodeAdminStateRequest {
+        node: Some(node0()),
+        admin_state: state as i32,
+        reason: "test".into(),
+        wait: WaitFor::Accepted as i32,
+        wait_timeout: Some(prost_types::Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+    }
+}
+
+/// An Azure Policy deny and a ReadOnly lock: each fault, what the FAILED reason must name, the
+/// metric's code, and the preflight write probe's finding.
+fn governance_cases() -> Vec<(
+    arm_sim::faults::FaultSpec,
+    Vec<String>,
+    &'static str,
+    &'static str,
+)> {
+    use arm_sim::faults::FaultSpec;
+    vec![
+        (
+            FaultSpec {
+                policy_deny: Some("deny-lb-writes".into()),
+                ..Default::default()
+            },
+            vec![
+                "RequestDisallowedByPolicy".into(),
+                "Azure Policy assignment(s) deny-lb-writes".into(),
+            ],
+            "RequestDisallowedByPolicy",
+            "policy-denied",
+        ),
+        (
+            FaultSpec {
+                read_only_locks: Some(vec![MC.into()]),
+                ..Default::default()
+            },
+            vec![
+                "ScopeLocked".into(),
+                format!("ReadOnly management lock on {}", rg_id(MC)),
+            ],
+            "ScopeLocked",
+            "scope-locked",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_write_denied_by_policy_or_a_read_only_lock_is_counted_reported_and_not_hammered() {
+    for (fault, named, code, _) in governance_cases() {
+        let sim = start_seed("byo-vnet").await;
+        assign(&sim, &[vnet_id()]);
+        sim.faults(fault);
+        let dir = tempfile::tempdir().unwrap();
+        let running = start_service(&sim, dir.path(), &[]).await;
+        let admin = running.admin_addr;
+        let mut client = cutover_proto::v1::actuator_client::ActuatorClient::connect(format!(
+            "http://{}",
+            running.grpc_addr
+        ))
+        .await
+        .unwrap();
+        let text = format!(
+            "{:?}",
+            client.set_node_admin_state(set0(AdminState::Down)).await
+        );
+        for n in &named {
+            assert!(
+                text.contains(n.as_str()),
+                "the FAILED reason names {n:?}: {text}"
+            );
+        }
+        wait_for_metric(
+            admin,
+            "the refusal in the metric",
+            format!(
+                "cutover_actuator_arm_access_refused_total{{load_balancer=\"kubernetes-internal\",code=\"{code}\",action=\"-\"}} 1"
+            ),
+        )
+        .await;
+        assert_eq!(puts(&sim, "kubernetes-internal"), 1);
+        // Asked again and again within the pause: no PUT goes out.
+        for _ in 0..3 {
+            let _ = client.set_node_admin_state(set0(AdminState::None)).await;
+            let _ = client.set_node_admin_state(set0(AdminState::Down)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            puts(&sim, "kubernetes-internal"),
+            1,
+            "{code}: writes went out during the pause"
+        );
+        assert!(running.shutdown().await);
+    }
+}
+
+#[tokio::test]
+async fn the_write_probe_reports_a_policy_deny_and_a_read_only_lock() {
+    for (fault, named, _, finding) in governance_cases() {
+        let sim = start_seed("byo-vnet").await;
+        assign(&sim, &[vnet_id()]);
+        sim.faults(fault);
+        // The permissions API does not show them: reads alone pass.
+        let r = run_preflight(&sim, false).await;
+        assert!(!r.blocking(), "{}", r.text);
+        let r = run_preflight(&sim, true).await;
+        assert!(r.blocking() && r.has(finding), "{}", r.text);
+        assert!(r.text.contains(named[1].as_str()), "{}", r.text);
+    }
+}

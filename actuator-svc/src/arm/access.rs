@@ -15,6 +15,22 @@
 //!   resource group lockdown is one (name "... created by Azure Kubernetes Services for
 //!   nrg-lockdown ...").
 //!
+//!
+//! And two refusals outside RBAC that no role fixes either (1.8), classified the same way so a
+//! write is not tried again soon:
+//! - `RequestDisallowedByPolicy` (403, Azure Policy's deny effect: "returned as a 403
+//!   (Forbidden)", Microsoft Learn governance/policy/concepts/effect-deny): "Resource 'R' was
+//!   disallowed by policy. Policy identifiers: '[{"policyAssignment":{"name":..,"id":..},
+//!   "policyDefinition":{..}}]'." (Microsoft's troubleshooting page for the code), or the older
+//!   "The resource action 'A' is disallowed by one or more policies. Policy identifier(s):
+//!   'ID'.";
+//! - `ScopeLocked` (409, a `ReadOnly` management lock): "The scope 'S' cannot perform write
+//!   operation because following scope(s) are locked: 'L'. Please remove the lock and try
+//!   again." (recorded in Azure/azure-sdk-for-java#2560, Azure/migAz#194).
+//!
+//! Their status is matched loosely (any 4xx): the contract marks both unverified (7.4), and only
+//! the deny effect's 403 is documented.
+//!
 //! Messages are never matched whole: only the quoted values after fixed anchors are taken.
 
 use super::error::ArmError;
@@ -27,6 +43,10 @@ pub enum AccessKind {
     /// A linked resource in a subscription of another tenant (auxiliary tokens needed).
     CrossTenant,
     DenyAssignment,
+    /// An Azure Policy assignment denies the write.
+    Policy,
+    /// A `ReadOnly` management lock forbids the write.
+    Locked,
 }
 
 impl AccessKind {
@@ -36,7 +56,14 @@ impl AccessKind {
             AccessKind::Authorization => "AuthorizationFailed",
             AccessKind::Linked | AccessKind::CrossTenant => "LinkedAuthorizationFailed",
             AccessKind::DenyAssignment => "DenyAssignmentAuthorizationFailed",
+            AccessKind::Policy => "RequestDisallowedByPolicy",
+            AccessKind::Locked => "ScopeLocked",
         }
+    }
+
+    /// Whether a role assignment can fix it (the permissions API then says what is missing).
+    pub fn rbac(self) -> bool {
+        matches!(self, AccessKind::Authorization | AccessKind::Linked)
     }
 }
 
@@ -51,6 +78,10 @@ pub struct AccessRefusal {
     pub deny_assignment: Option<(String, String)>,
     /// The linked subscription (`CrossTenant` only).
     pub linked_subscription: Option<String>,
+    /// The policy assignments (names, else ids) that deny it (`Policy` only; may be empty).
+    pub policies: Vec<String>,
+    /// The locked scopes (`Locked` only).
+    pub locked_scopes: Vec<String>,
 }
 
 /// The first `'...'` value after `anchor` (case-insensitive) in `text`.
@@ -91,8 +122,26 @@ fn pairs(actions: Vec<String>, scopes: Vec<String>) -> Vec<(String, String)> {
     }
 }
 
+/// The policy assignments a `Policy identifiers` value names: the JSON list's assignment
+/// names (else their ids), or the value itself (the older form: ids, comma-separated).
+fn policy_names(v: &str) -> Vec<String> {
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(v) else {
+        return list(v);
+    };
+    items
+        .iter()
+        .filter_map(|i| {
+            let a = i.get("policyAssignment")?;
+            let name = a.get("name").and_then(serde_json::Value::as_str);
+            let id = a.get("id").and_then(serde_json::Value::as_str);
+            name.or(id).map(str::to_owned)
+        })
+        .collect()
+}
+
 impl AccessRefusal {
-    /// The refusal an ARM error is, if it is one (HTTP 403 with one of the three codes).
+    /// The refusal an ARM error is, if it is one (HTTP 403 with one of the three RBAC codes;
+    /// any 4xx with `RequestDisallowedByPolicy` or `ScopeLocked`).
     pub fn of(e: &ArmError) -> Option<Self> {
         match e {
             ArmError::Http {
@@ -101,6 +150,16 @@ impl AccessRefusal {
                 message,
                 ..
             } => Self::parse(code, message),
+            ArmError::Http {
+                status: 400..=499,
+                code,
+                message,
+                ..
+            } if code.eq_ignore_ascii_case(AccessKind::Policy.code())
+                || code.eq_ignore_ascii_case(AccessKind::Locked.code()) =>
+            {
+                Self::parse(code, message)
+            }
             _ => None,
         }
     }
@@ -112,6 +171,8 @@ impl AccessRefusal {
             missing: Vec::new(),
             deny_assignment: None,
             linked_subscription: None,
+            policies: Vec::new(),
+            locked_scopes: Vec::new(),
         };
         if code.eq_ignore_ascii_case("LinkedAuthorizationFailed") {
             if let Some(sub) = quoted_after(message, "to access linked subscription") {
@@ -143,6 +204,19 @@ impl AccessRefusal {
             let at =
                 quoted_after(message, "' at scope").or_else(|| quoted_after(message, "at scope"));
             r.deny_assignment = name.map(|n| (n.to_owned(), at.unwrap_or_default().to_owned()));
+        } else if code.eq_ignore_ascii_case(AccessKind::Policy.code()) {
+            r.kind = AccessKind::Policy;
+            if let Some(a) = quoted_after(message, "resource action") {
+                r.missing = vec![(a.to_owned(), String::new())];
+            }
+            r.policies = quoted_after(message, "policy identifier")
+                .map(policy_names)
+                .unwrap_or_default();
+        } else if code.eq_ignore_ascii_case(AccessKind::Locked.code()) {
+            r.kind = AccessKind::Locked;
+            r.locked_scopes = quoted_after(message, "are locked")
+                .map(list)
+                .unwrap_or_default();
         } else {
             return None;
         }
@@ -203,6 +277,24 @@ impl AccessRefusal {
                     )
                 }
             }
+            AccessKind::Policy => {
+                let by = if self.policies.is_empty() {
+                    "an Azure Policy assignment".to_string()
+                } else {
+                    format!("Azure Policy assignment(s) {}", self.policies.join(", "))
+                };
+                format!(
+                    "write denied (RequestDisallowedByPolicy) by {by}: no role can allow it; the policy's owner must exempt the load balancer (az policy exemption create) or change the assignment"
+                )
+            }
+            AccessKind::Locked => format!(
+                "write refused (ScopeLocked): a ReadOnly management lock on {} forbids writing the load balancer: no role can allow it; remove the lock (az lock list, az lock delete) or make it CanNotDelete, which allows writes",
+                if self.locked_scopes.is_empty() {
+                    "its scope".to_string()
+                } else {
+                    self.locked_scopes.join(", ")
+                }
+            ),
         }
     }
 }
@@ -265,5 +357,65 @@ mod tests {
             r.summary()
         );
         assert!(AccessRefusal::parse("Conflict", m).is_none());
+    }
+
+    fn http(status: u16, code: &str, message: &str) -> ArmError {
+        ArmError::Http {
+            op: "put_lb",
+            resource: "/x/lb".into(),
+            status,
+            code: code.into(),
+            message: message.into(),
+            details: vec![],
+            retry_after: None,
+            trace: Default::default(),
+        }
+    }
+
+    #[test]
+    fn policy_denials_in_both_recorded_forms_name_their_assignments() {
+        let now = r#"Resource 'kubernetes' was disallowed by policy. Policy identifiers: '[{"policyAssignment":{"name":"Deny LB changes","id":"/subscriptions/s/providers/Microsoft.Authorization/policyAssignments/1111aa"},"policyDefinition":{"name":"d","id":"/providers/Microsoft.Authorization/policyDefinitions/83a8"}}]'."#;
+        let r = AccessRefusal::of(&http(403, "RequestDisallowedByPolicy", now)).unwrap();
+        assert_eq!(r.kind, AccessKind::Policy);
+        assert_eq!(r.policies, vec!["Deny LB changes"]);
+        assert_eq!(r.first_action(), "-");
+        assert!(
+            r.summary().starts_with(
+                "write denied (RequestDisallowedByPolicy) by Azure Policy assignment(s) Deny LB changes: no role can allow it"
+            ),
+            "{}",
+            r.summary()
+        );
+        let old = "The resource action 'Microsoft.Network/loadBalancers/write' is disallowed by one or more policies. Policy identifier(s): '/subscriptions/s/providers/Microsoft.Authorization/policyDefinitions/regionPolicyDefinition'.";
+        let r = AccessRefusal::of(&http(403, "RequestDisallowedByPolicy", old)).unwrap();
+        assert_eq!(r.first_action(), "Microsoft.Network/loadBalancers/write");
+        assert_eq!(
+            r.policies,
+            vec![
+                "/subscriptions/s/providers/Microsoft.Authorization/policyDefinitions/regionPolicyDefinition"
+            ]
+        );
+        // Another status than the documented 403: still a policy denial.
+        assert!(AccessRefusal::of(&http(400, "RequestDisallowedByPolicy", old)).is_some());
+        let bare = AccessRefusal::of(&http(403, "RequestDisallowedByPolicy", "")).unwrap();
+        assert!(bare.summary().contains("by an Azure Policy assignment"));
+    }
+
+    #[test]
+    fn a_read_only_lock_names_the_locked_scope() {
+        let m = "The scope '/subscriptions/s/resourceGroups/mc/providers/Microsoft.Network/loadBalancers/k' cannot perform write operation because following scope(s) are locked: '/subscriptions/s/resourceGroups/mc'. Please remove the lock and try again.";
+        let r = AccessRefusal::of(&http(409, "ScopeLocked", m)).unwrap();
+        assert_eq!(r.kind, AccessKind::Locked);
+        assert_eq!(r.locked_scopes, vec!["/subscriptions/s/resourceGroups/mc"]);
+        assert!(
+            r.summary()
+                .contains("ReadOnly management lock on /subscriptions/s/resourceGroups/mc"),
+            "{}",
+            r.summary()
+        );
+        assert!(!r.kind.rbac() && AccessKind::Linked.rbac());
+        // 409 with another code is not a refusal (a lock conflict is retried, not paused).
+        assert!(AccessRefusal::of(&http(409, "AnotherOperationInProgress", m)).is_none());
+        assert!(AccessRefusal::of(&http(500, "ScopeLocked", m)).is_none());
     }
 }

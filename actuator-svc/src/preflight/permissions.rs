@@ -15,7 +15,8 @@
 //! back exactly as read with an `If-Match` no etag has; ARM checks roles, deny assignments and
 //! linked access before the resource provider sees the request, which then refuses it with
 //! 412. A refusal names the lockdown (`DenyAssignmentAuthorizationFailed` with AKS's
-//! `nrg-lockdown` deny assignment) or the missing join.
+//! `nrg-lockdown` deny assignment), the missing join, an Azure Policy that denies the write
+//! (`RequestDisallowedByPolicy`) or a `ReadOnly` lock (`ScopeLocked`).
 
 use super::classify::{Finding, Report, Severity};
 use crate::arm::access::{AccessKind, AccessRefusal};
@@ -501,6 +502,16 @@ fn probe_finding(lb: &str, p: &Probe) -> Option<Finding> {
             Some(r) if r.kind == AccessKind::DenyAssignment => finding(
                 Severity::Blocking,
                 "deny-assignment",
+                format!("load balancer {lb}: {}", r.summary()),
+            ),
+            Some(r) if r.kind == AccessKind::Policy => finding(
+                Severity::Blocking,
+                "policy-denied",
+                format!("load balancer {lb}: {}", r.summary()),
+            ),
+            Some(r) if r.kind == AccessKind::Locked => finding(
+                Severity::Blocking,
+                "scope-locked",
                 format!("load balancer {lb}: {}", r.summary()),
             ),
             Some(r) => finding(

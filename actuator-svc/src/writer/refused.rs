@@ -1,15 +1,18 @@
 //! A write ARM refused for access: 403 `AuthorizationFailed`, `LinkedAuthorizationFailed` or
-//! `DenyAssignmentAuthorizationFailed` (`arm::access`). Only a role assignment fixes the first
-//! two (and assignments take up to 10 minutes to apply, azure-production.md 2.9), and nothing
-//! the identity holds fixes a deny assignment such as AKS's node resource group lockdown. So
+//! `DenyAssignmentAuthorizationFailed`, or outside RBAC 403 `RequestDisallowedByPolicy` (Azure
+//! Policy) and 409 `ScopeLocked` (a `ReadOnly` management lock) (`arm::access`). Only a role
+//! assignment fixes the first two (and assignments take up to 10 minutes to apply,
+//! azure-production.md 2.9), and nothing the identity holds fixes a deny assignment such as
+//! AKS's node resource group lockdown, a policy or a lock: their owners must. So
 //! the refusal is reported as what it is (a warning naming the missing action and scope and the
 //! role to assign, `cutover_actuator_arm_access_refused_total{load_balancer,code,action}`, and
 //! FAILED results with the same text, which signal-svc turns into the
 //! `LoadBalancerAdminStateUpdateFailed` Node event), and the LB is written again only after a
 //! pause: 30 s, doubling to 5 min while the refusals go on, whatever desired states arrive
-//! meanwhile. A write that goes through ends the pause. Each refusal also asks the service's
-//! access check to run again for that load balancer ([`AccessRecheck`]): its gauges then name
-//! every action the write lacks, not only the first one ARM's message names.
+//! meanwhile. A write that goes through ends the pause. Each refusal a role can fix also asks
+//! the service's access check to run again for that load balancer ([`AccessRecheck`]): its
+//! gauges then name every action the write lacks, not only the first one ARM's message names
+//! (the permissions API shows neither deny assignments nor policies nor locks).
 
 use super::Writer;
 use crate::arm::ArmError;
@@ -123,7 +126,9 @@ impl Writer {
         for (tp, tv) in changed {
             self.store.fail(&tp.key, tv.version, reason.clone(), true);
         }
-        self.cfg.access_recheck.ask(&self.lb);
+        if refusal.kind.rbac() {
+            self.cfg.access_recheck.ask(&self.lb);
+        }
         pause
     }
 

@@ -252,6 +252,45 @@ impl ArmError {
         )
     }
 
+    /// An Azure Policy deny (the `policyDeny` fault): 403 `RequestDisallowedByPolicy`, before
+    /// the resource provider sees the write (Microsoft Learn, governance/policy/concepts/
+    /// effect-deny: "returned as a 403 (Forbidden)"). Worded as Microsoft's troubleshooting page
+    /// shows it (azure-resource-manager/troubleshooting/error-policy-requestdisallowedbypolicy):
+    /// "Resource '<name>' was disallowed by policy. Policy identifiers: '[{"policyAssignment":
+    /// {"name":..,"id":..},"policyDefinition":{"name":..,"id":..}}]'." The `target` and
+    /// `additionalInfo` of the real body are left out.
+    pub fn policy_disallowed(sub: &str, resource: &str, assignment: &str) -> Self {
+        let identifiers = json!([{
+            "policyAssignment": {
+                "name": assignment,
+                "id": format!("/subscriptions/{sub}/providers/Microsoft.Authorization/policyAssignments/{assignment}"),
+            },
+            "policyDefinition": {
+                "name": assignment,
+                "id": format!("/subscriptions/{sub}/providers/Microsoft.Authorization/policyDefinitions/{assignment}"),
+            },
+        }]);
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "RequestDisallowedByPolicy",
+            format!(
+                "Resource '{resource}' was disallowed by policy. Policy identifiers: '{identifiers}'."
+            ),
+        )
+    }
+
+    /// A `ReadOnly` management lock (the `readOnlyLocks` fault): 409 `ScopeLocked`, as recorded
+    /// in Azure/azure-sdk-for-java#2560 and Azure/migAz#194.
+    pub fn scope_locked(scope: &str, locked: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "ScopeLocked",
+            format!(
+                "The scope '{scope}' cannot perform write operation because following scope(s) are locked: '{locked}'. Please remove the lock and try again."
+            ),
+        )
+    }
+
     /// NRP's child-resource 404 (`NotFound` with the full id).
     pub fn child_not_found(id: &str) -> Self {
         let mut e = Self::new(

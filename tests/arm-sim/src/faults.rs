@@ -215,6 +215,10 @@ pub struct Faults {
     pub not_provisioned: Option<NotProvisioned>,
     /// Writes with `If-Match` still to be preceded by another writer's write.
     pub stale_writes: u32,
+    /// An Azure Policy assignment (its name) that denies every write from now on.
+    pub policy_deny: Option<String>,
+    /// Resource groups (lower-cased names) under a `ReadOnly` management lock.
+    pub read_only_locks: Vec<String>,
 }
 
 /// NRP refusing writes of one load balancer because a resource it references is not in
@@ -270,6 +274,17 @@ pub struct FaultSpec {
     /// The next N writes carrying `If-Match` find the LB changed by another writer (a busy
     /// cloud-provider-azure) just before they arrive: a new etag, so they get 412.
     pub stale_writes: Option<u32>,
+    /// An Azure Policy assignment of this name denies every write (PUT or DELETE of a load
+    /// balancer or pool) from now on: 403 `RequestDisallowedByPolicy`, before the resource
+    /// provider sees it (the deny effect, "returned as a 403 (Forbidden)", Microsoft Learn
+    /// governance/policy/concepts/effect-deny). Reads go on. Empty ends it.
+    pub policy_deny: Option<String>,
+    /// Resource groups under a `ReadOnly` management lock (replaces the list; empty: none):
+    /// every write of a load balancer or pool in them gets 409 `ScopeLocked` ("The scope '<id>'
+    /// cannot perform write operation because following scope(s) are locked: '<group id>'.
+    /// Please remove the lock and try again.", as recorded in Azure/azure-sdk-for-java#2560 and
+    /// Azure/migAz#194). A `CanNotDelete` lock refuses no write, so it is not modelled.
+    pub read_only_locks: Option<Vec<String>>,
 }
 
 /// What the fault layer decided for one request.
@@ -316,6 +331,19 @@ impl Faults {
         if let Some(n) = spec.stale_writes {
             self.stale_writes = n;
         }
+        if let Some(name) = &spec.policy_deny {
+            self.policy_deny = Some(name.trim().to_owned()).filter(|n| !n.is_empty());
+        }
+        if let Some(groups) = &spec.read_only_locks {
+            self.read_only_locks = groups.iter().map(|g| g.to_ascii_lowercase()).collect();
+        }
+    }
+
+    /// Whether resource group `rg` is under a `ReadOnly` lock.
+    pub fn locked(&self, rg: &str) -> bool {
+        self.read_only_locks
+            .iter()
+            .any(|g| g.eq_ignore_ascii_case(rg))
     }
 
     /// Whether this write of `lb` is refused with `ReferencedResourceNotProvisioned`
@@ -530,6 +558,34 @@ mod tests {
         assert_eq!(f.take_not_provisioned("kubernetes"), Some(7));
         assert_eq!(f.take_not_provisioned("kubernetes"), Some(7));
         assert_eq!(f.take_not_provisioned("kubernetes"), None);
+    }
+
+    #[test]
+    fn policy_and_lock_switches_are_set_and_cleared() {
+        let now = Instant::now();
+        let mut f = Faults::default();
+        f.apply(
+            &FaultSpec {
+                policy_deny: Some("deny-lb-writes".into()),
+                read_only_locks: Some(vec!["MC_rg".into()]),
+                ..Default::default()
+            },
+            now,
+        );
+        assert_eq!(f.policy_deny.as_deref(), Some("deny-lb-writes"));
+        assert!(f.locked("mc_RG") && !f.locked("other"));
+        // Absent fields keep them; empty values end them.
+        f.apply(&FaultSpec::default(), now);
+        assert!(f.policy_deny.is_some() && f.locked("mc_rg"));
+        f.apply(
+            &FaultSpec {
+                policy_deny: Some(String::new()),
+                read_only_locks: Some(vec![]),
+                ..Default::default()
+            },
+            now,
+        );
+        assert!(f.policy_deny.is_none() && !f.locked("mc_rg"));
     }
 
     #[test]

@@ -49,8 +49,10 @@
 //! - DELETE of a pool removes it at once (no `Deleting` phase); `$expand` is ignored.
 //! - The request log is bounded ([`REQUEST_LOG_CAP`]); `/_sim/...` calls are not logged.
 //! - Authorization beyond [`rbac`]: cross-tenant linked resources and auxiliary tokens, ABAC
-//!   conditions, group membership, Azure Policy, management locks, the delay before a new role
-//!   assignment takes effect; the role assignment and deny assignment list APIs.
+//!   conditions, group membership, Azure Policy and management locks (beyond the `policyDeny`
+//!   and `readOnlyLocks` faults: one assignment denying every write, `ReadOnly` locks on
+//!   resource groups), the delay before a new role assignment takes effect; the role
+//!   assignment and deny assignment list APIs.
 
 pub mod auth;
 pub mod body;

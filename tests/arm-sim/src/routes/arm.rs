@@ -207,6 +207,7 @@ async fn handle_now(
 
     let answer = match linked_access(shared, parts, body, &route, &principal)
         .err()
+        .or_else(|| governance(shared, parts, &route))
         .or_else(|| write_fault(shared, parts, &route))
     {
         Some(e) => Err(e),
@@ -228,6 +229,30 @@ async fn handle_now(
     rate_headers(&mut resp, class, remaining, global);
     out.resp = Some(resp);
     out
+}
+
+/// Azure Policy and management locks on a write (the `policyDeny` and `readOnlyLocks`
+/// faults): ARM refuses it after the RBAC and linked access checks, before the resource
+/// provider sees it (no etag change, no operation).
+fn governance(shared: &Shared, parts: &Parts, route: &ArmPath) -> Option<ArmError> {
+    if !matches!(parts.method, Method::PUT | Method::DELETE) {
+        return None;
+    }
+    let (ArmPath::Lb { sub, rg, lb } | ArmPath::Pool { sub, rg, lb, .. }) = route else {
+        return None;
+    };
+    let st = shared.state.lock();
+    if let Some(assignment) = &st.faults.policy_deny {
+        return Some(ArmError::policy_disallowed(sub, lb, assignment));
+    }
+    if st.faults.locked(rg) {
+        let here = parts.uri.path().trim_end_matches('/');
+        return Some(ArmError::scope_locked(
+            here,
+            &format!("/subscriptions/{sub}/resourceGroups/{rg}"),
+        ));
+    }
+    None
 }
 
 /// Injected resource-provider refusals of a write (`Faults::lock_conflicts`,
