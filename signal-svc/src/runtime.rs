@@ -41,9 +41,11 @@ pub enum RunError {
 pub struct Service {
     config: Config,
     client: kube::Client,
-    /// For the Lease only: without kube's built-in retry of 429/503/504, which waits out
-    /// `Retry-After` inside one call; the election retries on its own schedule, bounded by
-    /// the time left before its renew deadline.
+    /// For the Lease and the drain gate: without kube's built-in retry of 429/503/504, which
+    /// waits out `Retry-After` inside one call and then sends the same request again. The
+    /// election retries on its own schedule, bounded by the time left before its renew
+    /// deadline; the gate writer decides again from the current state before it retries (a
+    /// condition re-sent as decided a second earlier may no longer be true: dst seed 3192).
     lease_client: kube::Client,
     listener: Listener,
     admin_addr: SocketAddr,
@@ -58,8 +60,8 @@ pub struct Service {
 pub struct Parts {
     /// Every Kubernetes call but the Lease's.
     pub client: kube::Client,
-    /// The Lease's calls: a client without kube's retry of 429/503/504
-    /// (`default_retry = false`).
+    /// The Lease's and the drain gate's calls: a client without kube's retry of 429/503/504
+    /// (`default_retry = false`; see [`Service`]).
     pub lease_client: kube::Client,
     /// Where the admin port (`/live`, `/ready`, `/metrics`) accepts connections.
     pub admin: Listener,
@@ -281,7 +283,8 @@ impl Wiring<'_> {
         spawn(
             tasks,
             "drain gate",
-            gate::run(c.clone(), s.clone(), gate, t.clone()),
+            // No automatic retry: a failed condition write is decided again, never re-sent.
+            gate::run(lease_client.clone(), s.clone(), gate, t.clone()),
         );
         spawn(
             tasks,

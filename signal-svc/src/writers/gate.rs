@@ -182,7 +182,9 @@ async fn write(api: &Api<Node>, w: &Write) -> Result<bool, WriteError> {
     }
 }
 
-/// Runs the gate writer until shutdown.
+/// Runs the gate writer until shutdown. `client` must not retry on its own (kube's default
+/// retry re-sends a failed PATCH as it was, after `Retry-After`): a condition that failed is
+/// decided again from the current state before the next try.
 pub async fn run(
     client: kube::Client,
     shared: Arc<Shared>,
