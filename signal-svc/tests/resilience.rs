@@ -316,8 +316,13 @@ async fn resync_resends_every_node_on_the_same_stream() {
     let svc = start(&c, "pod-a", &[act.endpoint()], &["--resync-interval=1s"]).await;
     svc.wait_ready().await;
     let n = c.node_names().await;
-    // Every node is in the first snapshot, the untriggered ones as None.
-    assert_eq!(act.state.latest_state(&n[2]), Some(AdminState::None));
+    // Every node is in the first snapshot, the untriggered ones as None. Ready once the
+    // snapshot is sent; the actuator may still be reading it.
+    eventually(
+        "an untriggered node as None in the first snapshot",
+        || async { (act.state.latest_state(&n[2]) == Some(AdminState::None)).then_some(()) },
+    )
+    .await;
     c.add_taint(&n[0], OOS, None, "NoExecute").await;
     c.add_taint(&n[1], OOS, None, "NoExecute").await;
     eventually("Down", || async {
