@@ -1250,6 +1250,8 @@ fn registered_names() -> BTreeSet<String> {
     actuator.unknown_answer("negative");
     actuator.restored(&["lb".to_string()]);
     actuator.auth_refused("tool", "no_san");
+    actuator.access_refused("lb", "ScopeLocked", "-");
+    actuator.missing_permissions("lb", &[], &[("a".to_string(), "s".to_string())]);
     let mut names = series_names(&signal.encode());
     names.extend(series_names(&actuator.encode()));
     names
