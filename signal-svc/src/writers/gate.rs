@@ -9,9 +9,12 @@
 //! only a change. Off the signal path: a slow API server delays the gate, never a cut.
 //!
 //! The patch is a strategic merge of one entry of `status.conditions` (merged by `type`, so
-//! the kubelet's conditions are untouched) with `metadata.uid` as a precondition: a node
-//! recreated under the same name answers 409 and is left alone. RBAC: `patch` on
-//! `nodes/status`, nothing else.
+//! the kubelet's conditions are untouched) with `metadata.uid` and `metadata.resourceVersion`
+//! as preconditions: a node recreated under the same name answers 409 and is left alone, and
+//! a decision overtaken by a change of the Node (it left or came back while the write was on
+//! its way: dst seed 4011, a `True` committed after the node had returned) answers 409 and is
+//! decided again. The resourceVersion is the newest the watch or our own last write saw.
+//! RBAC: `patch` on `nodes/status`, nothing else.
 
 use crate::core::FIELD_MANAGER;
 use crate::core::gate::{CONDITION_TYPE, Gate, GateCondition, GateStatus, observed};
@@ -21,7 +24,7 @@ use cutover_proto::v1::AdminState;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
@@ -36,6 +39,8 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 struct Inner {
     gate: Gate,
     dirty: BTreeSet<String>,
+    /// Each Node's newest resourceVersion seen, by UID: a write's precondition.
+    versions: HashMap<String, String>,
 }
 
 /// Shared between the node watch (which reports) and the gate writer task.
@@ -56,6 +61,9 @@ impl GateHandle {
             return;
         };
         let mut inner = self.inner.lock();
+        if let Some(rv) = &node.metadata.resource_version {
+            inner.versions.insert(uid.to_owned(), rv.clone());
+        }
         let differs = inner.gate.observe(uid, observed(node));
         if changed || differs {
             inner.dirty.insert(uid.to_owned());
@@ -69,6 +77,7 @@ impl GateHandle {
         let mut inner = self.inner.lock();
         inner.gate.forget(uid);
         inner.dirty.remove(uid);
+        inner.versions.remove(uid);
     }
 
     fn kick(&self, uid: &str) {
@@ -96,6 +105,8 @@ struct Write {
     cond: GateCondition,
     /// The transition time to keep (same status as on the Node), else now.
     since: Option<jiff::Timestamp>,
+    /// The Node's resourceVersion the decision was made at (the precondition).
+    version: Option<String>,
 }
 
 /// Decides for every dirty node; returns the writes to make (empty on a standby).
@@ -130,11 +141,13 @@ fn plan(shared: &Shared, handle: &GateHandle) -> Vec<Write> {
                 .seen(&uid)
                 .filter(|s| s.status == cond.status)
                 .and_then(|s| s.last_transition);
+            let version = inner.versions.get(&uid).cloned();
             writes.push(Write {
                 uid,
                 name,
                 cond,
                 since,
+                version,
             });
         }
     }
@@ -149,11 +162,25 @@ enum WriteError {
     Timeout { node: String },
 }
 
-/// Writes one condition. `Ok(false)`: the node is gone or was replaced (nothing to retry).
-async fn write(api: &Api<Node>, w: &Write) -> Result<bool, WriteError> {
+/// What a write came to.
+enum Written {
+    /// Committed; the Node's resourceVersion after it.
+    Done(Option<String>),
+    /// The node is gone (nothing to retry).
+    Gone,
+    /// The Node changed (or was replaced) since the decision: decide again.
+    Overtaken,
+}
+
+/// Writes one condition.
+async fn write(api: &Api<Node>, w: &Write) -> Result<Written, WriteError> {
     let now = jiff::Timestamp::now();
+    let mut metadata = serde_json::json!({"uid": w.uid});
+    if let Some(rv) = &w.version {
+        metadata["resourceVersion"] = serde_json::Value::String(rv.clone());
+    }
     let patch = serde_json::json!({
-        "metadata": {"uid": w.uid},
+        "metadata": metadata,
         "status": {"conditions": [{
             "type": CONDITION_TYPE,
             "status": w.cond.status.as_str(),
@@ -170,8 +197,9 @@ async fn write(api: &Api<Node>, w: &Write) -> Result<bool, WriteError> {
     let patch = Patch::Strategic(&patch);
     let call = api.patch_status(&w.name, &params, &patch);
     match tokio::time::timeout(WRITE_TIMEOUT, call).await {
-        Ok(Ok(_)) => Ok(true),
-        Ok(Err(kube::Error::Api(s))) if s.is_not_found() || s.is_conflict() => Ok(false),
+        Ok(Ok(node)) => Ok(Written::Done(node.metadata.resource_version)),
+        Ok(Err(kube::Error::Api(s))) if s.is_not_found() => Ok(Written::Gone),
+        Ok(Err(kube::Error::Api(s))) if s.is_conflict() => Ok(Written::Overtaken),
         Ok(Err(source)) => Err(WriteError::Api {
             node: w.name.clone(),
             source,
@@ -233,15 +261,28 @@ pub async fn run(
                 break;
             }
             match write(&api, &w).await {
-                Ok(true) => {
+                Ok(Written::Done(version)) => {
                     shared
                         .metrics()
                         .condition_write(w.cond.status.as_str(), "ok");
                     log_write(&w);
-                    handle.inner.lock().gate.written(&w.uid, w.cond);
+                    let mut inner = handle.inner.lock();
+                    if let Some(rv) = version {
+                        inner.versions.insert(w.uid.clone(), rv);
+                    }
+                    inner.gate.written(&w.uid, w.cond);
                     backoff = RETRY_MIN;
                 }
-                Ok(false) => {}
+                Ok(Written::Gone) => {}
+                Ok(Written::Overtaken) => {
+                    // Decided again once the newer Node is known (the watch delivers it and
+                    // kicks; the retry covers a watch that is behind). A replaced node's UID
+                    // is no longer current then, so nothing is written for it.
+                    shared
+                        .metrics()
+                        .condition_write(w.cond.status.as_str(), "conflict");
+                    failed.insert(w.uid);
+                }
                 Err(e) => {
                     shared
                         .metrics()
