@@ -66,6 +66,9 @@ fn seeds_of_the_whole_services_keep_every_invariant() {
 }
 
 /// Seeds that found a bug, replayed in the shape they ran in; each failed before its fix.
+/// - 4011 (`--heavy`): under injected API latency a drain-gate write decided before the node
+///   left (or came back) was committed after it: `False` while `Down`, then `True` while
+///   `None`. Each write now carries the Node's resourceVersion as a precondition.
 /// - 3192 (`--heavy`): a drain-gate PATCH (`True`) failed with an injected 503, kube's client
 ///   retried it by itself a second later, after the node had come back: `True` committed for
 ///   10 ms while every entry was `None`. The gate writer now uses a client without automatic
@@ -76,7 +79,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         shape: cutover_dst::schedule::Shape::HEAVY,
         ..Options::default()
     };
-    const FOUND: &[u64] = &[3192];
+    const FOUND: &[u64] = &[3192, 4011];
     for &seed in FOUND {
         let r = report::seed(seed, &options).expect("the simulation runs");
         assert!(

@@ -91,13 +91,14 @@ fn main() -> anyhow::Result<()> {
                         }
                     };
                     let mut lines = format!(
-                        "seed {:>6}: {} signal, {:>2} faults ({} skipped), {:>3} transitions, slowest {:>6} ms, {} exits, {:>6} steps, {:>5.1} s, {}\n",
+                        "seed {:>6}: {} signal, {:>2} faults ({} skipped), {:>3} transitions, slowest {:>6} ms, gate stale {:>6} ms, {} exits, {:>6} steps, {:>5.1} s, {}\n",
                         r.seed,
                         r.signals,
                         r.faults,
                         r.skipped,
                         r.transitions,
                         r.slowest_ms,
+                        r.longest_gate_stale_ms,
                         r.exits,
                         r.steps,
                         r.wall.as_secs_f64(),
