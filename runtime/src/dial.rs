@@ -132,7 +132,10 @@ pub fn host_port(uri: &http::Uri) -> io::Result<(String, u16)> {
         .host()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{uri}: no host")))?;
     // IPv6 literals arrive bracketed; connecting wants them bare.
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
         Some("https") => 443,
         _ => 80,
@@ -192,9 +195,10 @@ impl Listener {
                 let _ = s.set_nodelay(true);
                 Ok((BoxStream::new(s), peer))
             }
-            Self::Handed { streams, .. } => streams.recv().await.ok_or_else(|| {
-                io::Error::new(io::ErrorKind::ConnectionAborted, "listener closed")
-            }),
+            Self::Handed { streams, .. } => streams
+                .recv()
+                .await
+                .ok_or_else(|| io::Error::new(io::ErrorKind::ConnectionAborted, "listener closed")),
         }
     }
 
