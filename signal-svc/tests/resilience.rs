@@ -23,6 +23,13 @@ async fn survives_closed_watches_compaction_and_list_errors_without_duplicates()
     let act = FakeActuator::start("a", Mode::Effective).await;
     let svc = start(&c, "pod-a", &[act.endpoint()], &[]).await;
     svc.wait_ready().await;
+    // Ready means the snapshot was sent, not read: a taint made before the fake actuator has
+    // it may arrive inside the snapshot instead of as the delta this test counts (failed 1 in
+    // 3 under load; as 93b5467 and 7f9e413).
+    eventually("the first snapshot read", || async {
+        (act.state.completed_snapshots() >= 1).then_some(())
+    })
+    .await;
     let n = c.node_names().await;
 
     c.sim().close_watches();
