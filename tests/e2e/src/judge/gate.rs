@@ -18,7 +18,9 @@
 //! - nothing else: a status committed while an entry was already out of it by cutover's own
 //!   write is wrong from its first instant (it was never true).
 
-use super::chaos::{Inputs, Rule, Violation, allowance, by_entry, per_node, state_at};
+use super::chaos::{
+    Inputs, Rule, Violation, allowance, by_entry, per_node, repair_allowance, state_at,
+};
 use super::{Change, State, node_entries};
 use jiff::{SignedDuration, Timestamp};
 
@@ -102,8 +104,7 @@ pub fn drain_gate(i: &Inputs<'_>) -> (GateStats, Vec<Violation>) {
                     stats.longest_stale = stats.longest_stale.max(stale);
                     let verdict = match cause {
                         Some(c) if c.outside => {
-                            let bound = SignedDuration::from_millis(i.bounds.self_heal_ms as i64)
-                                + allowance(i.bounds, i.faults, c.time);
+                            let bound = repair_allowance(i.bounds, i.faults, c.time);
                             (wrong_until > c.time + bound).then(|| {
                                 format!(
                                     "outside {:?} at {} not reflected within {:.1} s",
