@@ -9,7 +9,9 @@ use cutover_proto::v1::{
 };
 use std::fmt;
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio_stream::StreamExt;
+use tonic::transport::Channel;
 
 /// How a successful command ended.
 #[derive(Debug)]
@@ -108,153 +110,198 @@ fn print_json(value: &serde_json::Value) {
     println!("{}", escape::json(value));
 }
 
+/// What every command uses: the client, the global `--timeout` and the output format.
+struct Session {
+    client: ActuatorClient<Channel>,
+    timeout: Duration,
+    json: bool,
+}
+
 pub async fn run(cli: Cli) -> Result<Outcome, Failure> {
     let channel = connect::channel(&cli.conn).await?;
-    let mut client = ActuatorClient::new(channel);
-    let json = cli.output == Output::Json;
+    let mut session = Session {
+        client: ActuatorClient::new(channel),
+        timeout: cli.conn.timeout,
+        json: cli.output == Output::Json,
+    };
     match cli.command {
-        Command::Get { node, fresh } => {
-            let resp = client
-                .get_node_admin_state(GetNodeAdminStateRequest {
-                    node: Some(node_ref(node)),
-                    fresh,
-                })
-                .await?
-                .into_inner();
-            if json {
-                print_json(&render::get_json(&resp));
-            } else {
-                print!("{}", render::get_table(&resp));
-            }
-            Ok(Outcome::Done)
-        }
+        Command::Get { node, fresh } => get(&mut session, node, fresh).await,
         Command::Set {
             node,
             state,
             reason,
             wait,
             wait_timeout,
-        } => {
-            let admin_state = match state {
-                State::Down => AdminState::Down,
-                State::None => AdminState::None,
-            };
-            let wait = match wait {
-                Wait::Queued => WaitFor::Unspecified,
-                Wait::Accepted => WaitFor::Accepted,
-                Wait::Effective => WaitFor::Effective,
-            };
-            let request = SetNodeAdminStateRequest {
-                node: Some(node_ref(node)),
-                admin_state: admin_state as i32,
-                reason,
-                wait: wait as i32,
-                wait_timeout: prost_types::Duration::try_from(wait_timeout).ok(),
-            };
-            let mut call = tonic::Request::new(request);
-            // The call itself may last as long as the wait, plus slack for the answer.
-            call.set_timeout(wait_timeout + cli.conn.timeout);
-            let resp = client.set_node_admin_state(call).await?.into_inner();
-            let result = resp.result.unwrap_or_default();
-            if json {
-                let mut value = render::result_json(&result);
-                value["timedOut"] = resp.timed_out.into();
-                print_json(&value);
-            } else {
-                print!("{}", render::result_table(std::slice::from_ref(&result)));
-                if resp.timed_out {
-                    eprintln!("cutoverctl: the wait timed out before the requested phase");
-                }
-            }
-            Ok(if resp.timed_out {
-                Outcome::WaitTimedOut
-            } else {
-                Outcome::Done
-            })
-        }
-        Command::List { load_balancer } => {
-            let resp = client
-                .list_held_entries(ListHeldEntriesRequest {
-                    load_balancer: load_balancer.unwrap_or_default(),
-                })
-                .await?
-                .into_inner();
-            if json {
-                print_json(&render::held_json(&resp));
-            } else {
-                print!("{}", render::held_table(&resp));
-            }
-            Ok(Outcome::Done)
-        }
+        } => set(&mut session, node, state, reason, wait, wait_timeout).await,
+        Command::List { load_balancer } => list(&mut session, load_balancer).await,
         Command::Wait {
             node,
             state,
             interval,
-        } => {
-            let wait_timeout = cli.conn.timeout;
-            let want = match state {
-                State::Down => AdminState::Down,
-                State::None => AdminState::None,
-            };
-            let name = node.node.clone();
-            let node = node_ref(node);
-            let deadline = tokio::time::Instant::now() + wait_timeout;
-            let last = loop {
-                let resp = client
-                    .get_node_admin_state(GetNodeAdminStateRequest {
-                        node: Some(node.clone()),
-                        fresh: true,
-                    })
-                    .await?
-                    .into_inner();
-                let (reached, summary) = reached(&resp.entries, want);
-                if reached {
-                    if json {
-                        print_json(&render::get_json(&resp));
-                    } else {
-                        println!("node {name}: {summary}");
-                    }
-                    return Ok(Outcome::Done);
-                }
-                let now = tokio::time::Instant::now();
-                if now >= deadline {
-                    break summary;
-                }
-                tokio::time::sleep(interval.min(deadline - now)).await;
-            };
-            eprintln!(
-                "cutoverctl: timed out after {wait_timeout:?} waiting for node {name} to be {want:?} on every entry; last read: {last}"
-            );
-            Ok(Outcome::WaitTimedOut)
-        }
-        Command::Watch { node } => {
-            let mut call = tonic::Request::new(WatchResultsRequest {
-                node_name: node.unwrap_or_default(),
-            });
-            // A watch lasts until interrupted: lift the unary deadline.
-            call.set_timeout(std::time::Duration::from_secs(365 * 24 * 3600));
-            let mut stream = client.watch_results(call).await?.into_inner();
-            let mut header = true;
-            while let Some(item) = stream.next().await {
-                let result = item?;
-                if json {
-                    print_json(&render::result_json(&result));
-                } else {
-                    let text = render::result_table(std::slice::from_ref(&result));
-                    let mut lines = text.lines();
-                    let head = lines.next().unwrap_or_default();
-                    if header {
-                        println!("{head}");
-                        header = false;
-                    }
-                    for line in lines {
-                        println!("{line}");
-                    }
-                }
-            }
-            Ok(Outcome::Done)
+        } => wait(&mut session, node, state, interval).await,
+        Command::Watch { node } => watch(&mut session, node).await,
+    }
+}
+
+/// `get`: the node's entries and their admin state.
+async fn get(session: &mut Session, node: NodeArgs, fresh: bool) -> Result<Outcome, Failure> {
+    let resp = session
+        .client
+        .get_node_admin_state(GetNodeAdminStateRequest {
+            node: Some(node_ref(node)),
+            fresh,
+        })
+        .await?
+        .into_inner();
+    if session.json {
+        print_json(&render::get_json(&resp));
+    } else {
+        print!("{}", render::get_table(&resp));
+    }
+    Ok(Outcome::Done)
+}
+
+/// `set`: asks for an admin state and, with `--wait`, waits for its phase.
+async fn set(
+    session: &mut Session,
+    node: NodeArgs,
+    state: State,
+    reason: String,
+    wait: Wait,
+    wait_timeout: Duration,
+) -> Result<Outcome, Failure> {
+    let admin_state = match state {
+        State::Down => AdminState::Down,
+        State::None => AdminState::None,
+    };
+    let wait = match wait {
+        Wait::Queued => WaitFor::Unspecified,
+        Wait::Accepted => WaitFor::Accepted,
+        Wait::Effective => WaitFor::Effective,
+    };
+    let request = SetNodeAdminStateRequest {
+        node: Some(node_ref(node)),
+        admin_state: admin_state as i32,
+        reason,
+        wait: wait as i32,
+        wait_timeout: prost_types::Duration::try_from(wait_timeout).ok(),
+    };
+    let mut call = tonic::Request::new(request);
+    // The call itself may last as long as the wait, plus slack for the answer.
+    call.set_timeout(wait_timeout + session.timeout);
+    let resp = session
+        .client
+        .set_node_admin_state(call)
+        .await?
+        .into_inner();
+    let result = resp.result.unwrap_or_default();
+    if session.json {
+        let mut value = render::result_json(&result);
+        value["timedOut"] = resp.timed_out.into();
+        print_json(&value);
+    } else {
+        print!("{}", render::result_table(std::slice::from_ref(&result)));
+        if resp.timed_out {
+            eprintln!("cutoverctl: the wait timed out before the requested phase");
         }
     }
+    Ok(if resp.timed_out {
+        Outcome::WaitTimedOut
+    } else {
+        Outcome::Done
+    })
+}
+
+/// `list`: the entries held Down, of one load balancer or all.
+async fn list(session: &mut Session, load_balancer: Option<String>) -> Result<Outcome, Failure> {
+    let resp = session
+        .client
+        .list_held_entries(ListHeldEntriesRequest {
+            load_balancer: load_balancer.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if session.json {
+        print_json(&render::held_json(&resp));
+    } else {
+        print!("{}", render::held_table(&resp));
+    }
+    Ok(Outcome::Done)
+}
+
+/// `wait`: reads the node fresh every `interval` until every entry reads `state`, within the
+/// global `--timeout`.
+async fn wait(
+    session: &mut Session,
+    node: NodeArgs,
+    state: State,
+    interval: Duration,
+) -> Result<Outcome, Failure> {
+    let wait_timeout = session.timeout;
+    let want = match state {
+        State::Down => AdminState::Down,
+        State::None => AdminState::None,
+    };
+    let name = node.node.clone();
+    let node = node_ref(node);
+    let deadline = tokio::time::Instant::now() + wait_timeout;
+    let last = loop {
+        let resp = session
+            .client
+            .get_node_admin_state(GetNodeAdminStateRequest {
+                node: Some(node.clone()),
+                fresh: true,
+            })
+            .await?
+            .into_inner();
+        let (reached, summary) = reached(&resp.entries, want);
+        if reached {
+            if session.json {
+                print_json(&render::get_json(&resp));
+            } else {
+                println!("node {name}: {summary}");
+            }
+            return Ok(Outcome::Done);
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            break summary;
+        }
+        tokio::time::sleep(interval.min(deadline - now)).await;
+    };
+    eprintln!(
+        "cutoverctl: timed out after {wait_timeout:?} waiting for node {name} to be {want:?} on every entry; last read: {last}"
+    );
+    Ok(Outcome::WaitTimedOut)
+}
+
+/// `watch`: prints every result as it comes, until interrupted.
+async fn watch(session: &mut Session, node: Option<String>) -> Result<Outcome, Failure> {
+    let mut call = tonic::Request::new(WatchResultsRequest {
+        node_name: node.unwrap_or_default(),
+    });
+    // A watch lasts until interrupted: lift the unary deadline.
+    call.set_timeout(std::time::Duration::from_secs(365 * 24 * 3600));
+    let mut stream = session.client.watch_results(call).await?.into_inner();
+    let mut header = true;
+    while let Some(item) = stream.next().await {
+        let result = item?;
+        if session.json {
+            print_json(&render::result_json(&result));
+        } else {
+            let text = render::result_table(std::slice::from_ref(&result));
+            let mut lines = text.lines();
+            let head = lines.next().unwrap_or_default();
+            if header {
+                println!("{head}");
+                header = false;
+            }
+            for line in lines {
+                println!("{line}");
+            }
+        }
+    }
+    Ok(Outcome::Done)
 }
 
 #[cfg(test)]
