@@ -303,6 +303,19 @@ fn pool_findings(name: &str, sku: &str, pool: &PoolFacts, out: &mut Vec<Finding>
 /// Classifies what was read.
 pub fn classify(s: &Survey) -> Report {
     let mut findings = Vec::new();
+    let usable = lb_read_findings(s, &mut findings);
+    no_managed_lb_finding(s, usable, &mut findings);
+    nic_findings(s, &mut findings);
+    api_version_finding(s, &mut findings);
+    findings.sort();
+    findings.dedup();
+    let text = render(s, &findings);
+    Report { findings, text }
+}
+
+/// Findings about every load balancer, by how its read went; returns how many of them are
+/// managed Standard load balancers that were read.
+fn lb_read_findings(s: &Survey, out: &mut Vec<Finding>) -> usize {
     let mut usable = 0;
     for lb in &s.lbs {
         match &lb.read {
@@ -310,9 +323,9 @@ pub fn classify(s: &Survey) -> Report {
                 if lb.managed && SkuClass::of(Some(&doc.sku)) == SkuClass::Standard {
                     usable += 1;
                 }
-                lb_findings(&lb.name, doc, &mut findings);
+                lb_findings(&lb.name, doc, out);
             }
-            LbRead::NotFound => findings.push(Finding {
+            LbRead::NotFound => out.push(Finding {
                 severity: Severity::Info,
                 code: "lb-not-found",
                 message: format!(
@@ -320,18 +333,24 @@ pub fn classify(s: &Survey) -> Report {
                     lb.name, s.lb_resource_group
                 ),
             }),
-            LbRead::Refused(r) => findings.push(Finding {
+            LbRead::Refused(r) => out.push(Finding {
                 severity: Severity::Blocking,
                 code: "refused-read",
                 message: refusal_message(&format!("load balancer {}", lb.name), r),
             }),
-            LbRead::Failed { code, message } => findings.push(Finding {
+            LbRead::Failed { code, message } => out.push(Finding {
                 severity: Severity::Blocking,
                 code: "failed-read",
                 message: format!("load balancer {}: read failed: {code}: {message}", lb.name),
             }),
         }
     }
+    usable
+}
+
+/// Blocking when no managed Standard load balancer was read and no read was refused (a
+/// refusal is its own finding).
+fn no_managed_lb_finding(s: &Survey, usable: usize, out: &mut Vec<Finding>) {
     let refused_any = s.lbs.iter().any(|l| matches!(l.read, LbRead::Refused(_)));
     if usable == 0 && !refused_any {
         let names: Vec<&str> = s
@@ -340,7 +359,7 @@ pub fn classify(s: &Survey) -> Report {
             .filter(|l| l.managed)
             .map(|l| l.name.as_str())
             .collect();
-        findings.push(Finding {
+        out.push(Finding {
             severity: Severity::Blocking,
             code: "no-managed-lb",
             message: format!(
@@ -350,8 +369,13 @@ pub fn classify(s: &Survey) -> Report {
             ),
         });
     }
+}
+
+/// Findings about the node resource group's NIC listing: NICs not read, and the listing
+/// refused or failed.
+fn nic_findings(s: &Survey, out: &mut Vec<Finding>) {
     for u in &s.nics_unreadable {
-        findings.push(Finding {
+        out.push(Finding {
             severity: Severity::Warning,
             code: "nic-unreadable",
             message: format!(
@@ -362,19 +386,23 @@ pub fn classify(s: &Survey) -> Report {
     }
     match &s.nics {
         Ok(_) => {}
-        Err(NicsRead::Refused(r)) => findings.push(Finding {
+        Err(NicsRead::Refused(r)) => out.push(Finding {
             severity: Severity::Blocking,
             code: "refused-read",
             message: refusal_message("network interfaces of the node resource group", r),
         }),
-        Err(NicsRead::Failed { code, message }) => findings.push(Finding {
+        Err(NicsRead::Failed { code, message }) => out.push(Finding {
             severity: Severity::Blocking,
             code: "failed-read",
             message: format!("network interfaces: read failed: {code}: {message}"),
         }),
     }
+}
+
+/// Blocking when ARM does not serve the api-version the calls used.
+fn api_version_finding(s: &Survey, out: &mut Vec<Finding>) {
     if s.api_version_served == Some(false) {
-        findings.push(Finding {
+        out.push(Finding {
             severity: Severity::Blocking,
             code: "api-version-not-served",
             message: format!(
@@ -383,10 +411,6 @@ pub fn classify(s: &Survey) -> Report {
             ),
         });
     }
-    findings.sort();
-    findings.dedup();
-    let text = render(s, &findings);
-    Report { findings, text }
 }
 
 /// The printed report: LBs and pools, entries per VM / per IP, then the findings.
