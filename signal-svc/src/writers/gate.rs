@@ -253,50 +253,61 @@ pub async fn run(
             }
         }
         let writes = plan(&shared, &handle);
-        for w in writes {
-            // Fenced per write, not per plan: a write queued behind a slow API server may
-            // outlive the term it was decided under (N9). What is not written is decided
-            // again on resume or by the next leader.
-            if shared.leader_epoch().is_none() {
-                break;
-            }
-            match write(&api, &w).await {
-                Ok(Written::Done(version)) => {
-                    shared
-                        .metrics()
-                        .condition_write(w.cond.status.as_str(), "ok");
-                    log_write(&w);
-                    let mut inner = handle.inner.lock();
-                    if let Some(rv) = version {
-                        inner.versions.insert(w.uid.clone(), rv);
-                    }
-                    inner.gate.written(&w.uid, w.cond);
-                    backoff = RETRY_MIN;
-                }
-                Ok(Written::Gone) => {}
-                Ok(Written::Overtaken) => {
-                    // Decided again once the newer Node is known (the watch delivers it and
-                    // kicks; the retry covers a watch that is behind). A replaced node's UID
-                    // is no longer current then, so nothing is written for it.
-                    shared
-                        .metrics()
-                        .condition_write(w.cond.status.as_str(), "conflict");
-                    failed.insert(w.uid);
-                }
-                Err(e) => {
-                    shared
-                        .metrics()
-                        .condition_write(w.cond.status.as_str(), "error");
-                    tracing::warn!(error = %e, "writing the LoadBalancerAdminStateDown condition failed; retrying");
-                    failed.insert(w.uid);
-                }
-            }
+        if write_all(&api, &shared, &handle, writes, &mut failed).await {
+            backoff = RETRY_MIN;
         }
         if !failed.is_empty() && retry.is_none() {
             retry = Some(tokio::time::Instant::now() + backoff);
             backoff = (backoff * 2).min(RETRY_MAX);
         }
     }
+}
+
+/// Writes the planned conditions in turn while this process leads; what fails goes to
+/// `failed` (decided again at the retry). Returns whether any write was committed.
+async fn write_all(
+    api: &Api<Node>,
+    shared: &Shared,
+    handle: &GateHandle,
+    writes: Vec<Write>,
+    failed: &mut HashSet<String>,
+) -> bool {
+    let mut committed = false;
+    for w in writes {
+        // Fenced per write, not per plan: a write queued behind a slow API server may
+        // outlive the term it was decided under (N9). What is not written is decided
+        // again on resume or by the next leader.
+        if shared.leader_epoch().is_none() {
+            break;
+        }
+        let status = w.cond.status.as_str();
+        match write(api, &w).await {
+            Ok(Written::Done(version)) => {
+                shared.metrics().condition_write(status, "ok");
+                log_write(&w);
+                let mut inner = handle.inner.lock();
+                if let Some(rv) = version {
+                    inner.versions.insert(w.uid.clone(), rv);
+                }
+                inner.gate.written(&w.uid, w.cond);
+                committed = true;
+            }
+            Ok(Written::Gone) => {}
+            Ok(Written::Overtaken) => {
+                // Decided again once the newer Node is known (the watch delivers it and
+                // kicks; the retry covers a watch that is behind). A replaced node's UID
+                // is no longer current then, so nothing is written for it.
+                shared.metrics().condition_write(status, "conflict");
+                failed.insert(w.uid);
+            }
+            Err(e) => {
+                shared.metrics().condition_write(status, "error");
+                tracing::warn!(error = %e, "writing the LoadBalancerAdminStateDown condition failed; retrying");
+                failed.insert(w.uid);
+            }
+        }
+    }
+    committed
 }
 
 fn log_write(w: &Write) {
