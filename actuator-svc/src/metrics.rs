@@ -65,243 +65,230 @@ impl Metrics {
     /// Registers every metric.
     pub fn new() -> Self {
         let mut root = Registry::default();
-        let metrics = Self::unregistered();
         let registry = root.sub_registry_with_prefix("cutover_actuator");
-        metrics.register_arm(registry);
-        metrics.register_access_check(registry);
-        metrics.register_writes(registry);
-        metrics.register_writer_state(registry);
-        metrics.register_pool_index(registry);
-        metrics.register_grpc(registry);
-        metrics.register_inventory(registry);
-        Self {
-            registry: root,
-            ..metrics
-        }
-    }
-
-    /// Every metric, not yet in a registry.
-    fn unregistered() -> Self {
-        Self {
-            registry: Registry::default(),
-            arm_requests: Family::default(),
-            arm_response_bytes: Family::default(),
-            arm_throttled: Family::default(),
-            arm_rate_limited: Family::default(),
-            arm_remaining: Family::default(),
-            arm_access_refused: Family::default(),
-            missing_permissions: Family::default(),
-            missing_permission: Family::default(),
-            write_rounds: Family::default(),
-            entries_per_write: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
-            to_accepted: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
-            to_effective: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
-            drift_repaired: Counter::default(),
-            restored: Family::default(),
-            results_resent: Counter::default(),
-            operations_failed: Family::default(),
-            bodies_too_large: Family::default(),
-            per_pool_fallbacks: Family::default(),
-            queue_depth: Family::default(),
-            results: Family::default(),
-            owned: Family::default(),
-            completion_poll: Gauge::default(),
-            completion_lag: Histogram::new(exponential_buckets(0.01, 2.0, 12)),
-            unprobed_entries: Family::default(),
-            pool_not_written: Family::default(),
-            unmatched_entries: Family::default(),
-            guard_refused: Family::default(),
-            tool_limited: Family::default(),
-            unknown_answers: Family::default(),
-            insecure_plaintext: Gauge::default(),
-            auth_refused: Family::default(),
-            nics_unreadable: Counter::default(),
-        }
-    }
-
-    /// The ARM client: requests, response sizes, throttling, the client-side budget, refusals
-    /// for access.
-    fn register_arm(&self, registry: &mut Registry) {
+        let arm_requests = Family::<Labels, Counter>::default();
         registry.register(
             "arm_requests",
             "ARM requests by operation and HTTP status",
-            self.arm_requests.clone(),
+            arm_requests.clone(),
         );
+        let arm_response_bytes = Family::<Labels, Counter>::default();
         registry.register(
             "arm_response_bytes",
             "Bytes of ARM response bodies read, by operation (a completion probe stops at the LB's provisioningState)",
-            self.arm_response_bytes.clone(),
+            arm_response_bytes.clone(),
         );
+        let arm_throttled = Family::<Labels, Counter>::default();
         registry.register(
             "arm_throttled",
             "ARM 429 answers by class",
-            self.arm_throttled.clone(),
+            arm_throttled.clone(),
         );
+        let arm_rate_limited = Family::<Labels, Counter>::default();
         registry.register(
             "arm_rate_limited",
             "ARM requests delayed by the client-side budget, by class",
-            self.arm_rate_limited.clone(),
+            arm_rate_limited.clone(),
         );
+        let arm_remaining = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "arm_remaining_quota",
             "Last x-ms-ratelimit-remaining-subscription-* value, by class",
-            self.arm_remaining.clone(),
+            arm_remaining.clone(),
         );
+        let arm_access_refused = Family::<Labels, Counter>::default();
         registry.register(
             "arm_access_refused",
             "Writes ARM refused for access (403 AuthorizationFailed, LinkedAuthorizationFailed, DenyAssignmentAuthorizationFailed, RequestDisallowedByPolicy; 409 ScopeLocked), by load balancer, code (the reason) and the first action it names (- when none); retried slowly",
-            self.arm_access_refused.clone(),
+            arm_access_refused.clone(),
         );
-    }
-
-    /// The access check (the permissions API).
-    fn register_access_check(&self, registry: &mut Registry) {
+        let missing_permissions = Family::<Labels, Gauge>::default();
         registry.register(
             "missing_permissions",
             "Actions a write of the load balancer needs that no role of the identity grants at their scope, at the last access check (the permissions API, at start, every --access-check-interval and after a write refused for access), by load balancer; 0: every action granted by a role",
-            self.missing_permissions.clone(),
+            missing_permissions.clone(),
         );
+        let missing_permission = Family::<Labels, Gauge>::default();
         registry.register(
             "missing_permission",
             "1 for each action and scope a write of the load balancer needs that no role grants, at the last access check (each is logged at warn with the az role assignment create that fixes it), by load balancer, action and scope",
-            self.missing_permission.clone(),
+            missing_permission.clone(),
         );
-    }
-
-    /// The writer's rounds: sizes, timings, restores, resent results, failed and refused writes.
-    fn register_writes(&self, registry: &mut Registry) {
+        let write_rounds = Family::<Labels, Counter>::default();
         registry.register(
             "write_rounds",
             "ARM write rounds by load balancer",
-            self.write_rounds.clone(),
+            write_rounds.clone(),
         );
+        let entries_per_write = Histogram::new(exponential_buckets(1.0, 2.0, 12));
         registry.register(
             "entries_per_write",
             "Backend entries changed per ARM write",
-            self.entries_per_write.clone(),
+            entries_per_write.clone(),
         );
+        let to_accepted = Histogram::new(exponential_buckets(0.01, 2.0, 14));
         registry.register(
             "receipt_to_accepted_seconds",
             "Time from receiving a desired state to ARM accepting every write",
-            self.to_accepted.clone(),
+            to_accepted.clone(),
         );
+        let to_effective = Histogram::new(exponential_buckets(0.01, 2.0, 14));
         registry.register(
             "receipt_to_effective_seconds",
             "Time from receiving a desired state to every entry reading it back",
-            self.to_effective.clone(),
+            to_effective.clone(),
         );
+        let restored = Family::<Labels, Counter>::default();
         registry.register(
             "restored",
             "Nodes whose entries were found Down although their desired state is None, and set back to None (level-triggered restore), by load balancer",
-            self.restored.clone(),
+            restored.clone(),
         );
+        let results_resent = Counter::default();
         registry.register(
             "results_resent",
             "Results sent again because signal-svc had not confirmed them",
-            self.results_resent.clone(),
+            results_resent.clone(),
         );
+        let operations_failed = Family::<Labels, Counter>::default();
         registry.register(
             "operations_failed",
             "Write operations that ended Failed or Canceled, or stayed Updating past the bound, by load balancer and status",
-            self.operations_failed.clone(),
+            operations_failed.clone(),
         );
+        let bodies_too_large = Family::<Labels, Counter>::default();
         registry.register(
             "bodies_too_large",
             "Writes refused before sending because even the minimal body exceeds ARM's 4 MB request limit, by load balancer and operation",
-            self.bodies_too_large.clone(),
+            bodies_too_large.clone(),
         );
+        let per_pool_fallbacks = Family::<Labels, Counter>::default();
         registry.register(
             "per_pool_fallbacks",
             "Whole-LB writes sent as per-pool PUTs instead because the whole-LB body exceeds ARM's 4 MB request limit, by load balancer",
-            self.per_pool_fallbacks.clone(),
+            per_pool_fallbacks.clone(),
         );
-    }
-
-    /// The writer's state: self-heal, queues, results, ownership, completion polling.
-    fn register_writer_state(&self, registry: &mut Registry) {
+        let drift_repaired = Counter::default();
         registry.register(
             "drift_repaired",
             "Entries found in another admin state than desired by the self-heal loop and rewritten",
-            self.drift_repaired.clone(),
+            drift_repaired.clone(),
         );
+        let queue_depth = Family::<Labels, Gauge>::default();
         registry.register(
             "queue_depth",
             "Nodes waiting for a write, by load balancer",
-            self.queue_depth.clone(),
+            queue_depth.clone(),
         );
-        registry.register("results", "Node results by phase", self.results.clone());
+        let results = Family::<Labels, Counter>::default();
+        registry.register("results", "Node results by phase", results.clone());
+        let owned = Family::<Labels, Gauge>::default();
         registry.register(
             "load_balancer_owned",
             "1 when this replica writes the load balancer (its assignment), else 0",
-            self.owned.clone(),
+            owned.clone(),
         );
+        let completion_poll = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "completion_poll_interval_seconds",
             "Interval between provisioningState reads of a load balancer with an operation in flight; grows above the base when many LBs are in flight, to stay inside the read budget",
-            self.completion_poll.clone(),
+            completion_poll.clone(),
         );
+        let completion_lag = Histogram::new(exponential_buckets(0.01, 2.0, 12));
         registry.register(
             "operation_seconds",
             "Time from a PUT being accepted to the load balancer reading Succeeded again",
-            self.completion_lag.clone(),
+            completion_lag.clone(),
         );
-    }
-
-    /// The pool index: entries cutover does not write, and the blast-radius guard.
-    fn register_pool_index(&self, registry: &mut Registry) {
+        let pool_not_written = Family::<Labels, Gauge>::default();
         registry.register(
             "pool_not_written_entries",
             "Backend entries of pools cutover never writes (not node pools, or admin state cannot act there), by load balancer, pool and reason",
-            self.pool_not_written.clone(),
+            pool_not_written.clone(),
         );
+        let unmatched_entries = Family::<Labels, Gauge>::default();
         registry.register(
             "unmatched_entries",
             "Backend entries of written pools that match no known node (VMs outside the cluster, pod IPs, leftovers): never written, by load balancer",
-            self.unmatched_entries.clone(),
+            unmatched_entries.clone(),
         );
+        let unprobed_entries = Family::<Labels, Gauge>::default();
         registry.register(
             "unprobed_entries",
             "Backend entries in pools that no load-balancing rule with a health probe uses: admin state has no effect on them, by load balancer",
-            self.unprobed_entries.clone(),
+            unprobed_entries.clone(),
         );
+        let guard_refused = Family::<Labels, Gauge>::default();
         registry.register(
             "guard_refused_nodes",
             "Nodes the blast-radius guard keeps from going Down (over --max-down-share of a pool), by load balancer",
-            self.guard_refused.clone(),
+            guard_refused.clone(),
         );
-    }
-
-    /// The gRPC server: tool RPCs and caller authentication.
-    fn register_grpc(&self, registry: &mut Registry) {
+        let tool_limited = Family::<Labels, Counter>::default();
         registry.register(
             "tool_rate_limited",
             "Tool RPCs refused with RESOURCE_EXHAUSTED by the per-identity rate limit, by RPC",
-            self.tool_limited.clone(),
+            tool_limited.clone(),
         );
+        let unknown_answers = Family::<Labels, Counter>::default();
         registry.register(
             "unknown_node_answers",
             "Tool RPCs for nodes with no backend entry, by how they were answered (negative cache or one pool refresh)",
-            self.unknown_answers.clone(),
+            unknown_answers.clone(),
         );
+        let insecure_plaintext = Gauge::default();
         registry.register(
             "insecure_plaintext",
             "1 when gRPC is served in plaintext without client authentication (--insecure-plaintext), else 0",
-            self.insecure_plaintext.clone(),
+            insecure_plaintext.clone(),
         );
+        let auth_refused = Family::<Labels, Counter>::default();
         registry.register(
             "auth_refused",
             "gRPC callers refused by the client-certificate allow-lists, by group (signal, tool) and reason (no_certificate, no_san, not_allowed)",
-            self.auth_refused.clone(),
+            auth_refused.clone(),
         );
-    }
-
-    /// The node resource group's NIC listing.
-    fn register_inventory(&self, registry: &mut Registry) {
+        let nics_unreadable = Counter::default();
         registry.register(
             "nics_unreadable",
             "NICs of the node resource group's listing that could not be read (a field cutover reads has another type, or an ID does not parse), counted at every listing; each is logged with its ID and the reason",
-            self.nics_unreadable.clone(),
+            nics_unreadable.clone(),
         );
+        Self {
+            registry: root,
+            arm_requests,
+            arm_response_bytes,
+            arm_throttled,
+            arm_rate_limited,
+            arm_remaining,
+            arm_access_refused,
+            missing_permissions,
+            missing_permission,
+            write_rounds,
+            entries_per_write,
+            to_accepted,
+            to_effective,
+            drift_repaired,
+            restored,
+            results_resent,
+            operations_failed,
+            bodies_too_large,
+            per_pool_fallbacks,
+            queue_depth,
+            results,
+            owned,
+            completion_poll,
+            completion_lag,
+            unprobed_entries,
+            pool_not_written,
+            unmatched_entries,
+            guard_refused,
+            tool_limited,
+            unknown_answers,
+            insecure_plaintext,
+            auth_refused,
+            nics_unreadable,
+        }
     }
 
     /// Whether gRPC is served in plaintext (`--insecure-plaintext`).

@@ -48,16 +48,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("cutover_signal");
-        let m = Self::unregistered();
-        m.register_signal_path(&mut registry);
-        m.register_leadership(&mut registry);
-        m.register_condition_and_transport(&mut registry);
-        Self { registry, ..m }
-    }
-
-    /// Every metric, not yet in a registry.
-    fn unregistered() -> Self {
-        Self {
+        let m = Self {
             signals: Family::default(),
             taints_added: Counter::default(),
             desired_changes: Family::default(),
@@ -80,102 +71,90 @@ impl Metrics {
             condition_writes: Family::default(),
             insecure_plaintext: Gauge::default(),
             registry: Registry::default(),
-        }
-    }
-
-    /// From a signal to the actuator's result: signals, taints, desired-state changes,
-    /// results and their latencies.
-    fn register_signal_path(&self, registry: &mut Registry) {
-        registry.register("signals", "Signals seen, by kind (taint, label, hold, deleting, cordon, drain_condition, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", self.signals.clone());
+        };
+        registry.register("signals", "Signals seen, by kind (taint, label, hold, deleting, cordon, drain_condition, preempt_event, preempt_condition, preempt_event_ignored, preempt_advisory, preempt_unknown_form)", m.signals.clone());
         registry.register(
             "taints_added",
             "Spot-eviction taints added by this process",
-            self.taints_added.clone(),
+            m.taints_added.clone(),
         );
         registry.register(
             "desired_state_changes",
             "Desired-state changes, by new state",
-            self.desired_changes.clone(),
+            m.desired_changes.clone(),
         );
         registry.register(
             "results",
             "Actuator results for current versions, by phase",
-            self.results.clone(),
+            m.results.clone(),
         );
         registry.register(
             "signal_to_accepted_seconds",
             "Time from signal observed to ACCEPTED",
-            self.signal_to_accepted.clone(),
+            m.signal_to_accepted.clone(),
         );
         registry.register(
             "signal_to_effective_seconds",
             "Time from signal observed to EFFECTIVE",
-            self.signal_to_effective.clone(),
+            m.signal_to_effective.clone(),
         );
         registry.register(
             "notice_window_remaining_seconds",
             "Seconds left before the Spot NotBefore deadline when Down became EFFECTIVE",
-            self.notice_window_remaining.clone(),
+            m.notice_window_remaining.clone(),
         );
-    }
-
-    /// The streams, the Lease and the load balancer assignment.
-    fn register_leadership(&self, registry: &mut Registry) {
         registry.register(
             "stream_reconnects",
             "Actuator stream (re)connect attempts after a failure",
-            self.stream_reconnects.clone(),
+            m.stream_reconnects.clone(),
         );
         registry.register(
             "lease_failures",
             "Lease calls that failed and were retried, by kind (api, conflict, timeout)",
-            self.lease_failures.clone(),
+            m.lease_failures.clone(),
         );
-        registry.register("leader", "1 while this replica leads", self.leader.clone());
+        registry.register("leader", "1 while this replica leads", m.leader.clone());
         registry.register(
             "leader_epoch",
             "Leadership epoch (Lease leaseTransitions) of this replica",
-            self.epoch.clone(),
+            m.epoch.clone(),
         );
         registry.register(
             "asserted_nodes",
             "Nodes asserted on the streams (Down or tombstoned None)",
-            self.asserted_nodes.clone(),
+            m.asserted_nodes.clone(),
         );
         registry.register(
             "assignment_load_balancers",
             "Load balancers assigned to each live actuator endpoint (leader only)",
-            self.assignment_lbs.clone(),
+            m.assignment_lbs.clone(),
         );
         registry.register(
             "load_balancer_owner",
             "1 for the actuator endpoint that writes a load balancer; a load balancer without a series has no owner (fenced or no live stream)",
-            self.lb_owner.clone(),
+            m.lb_owner.clone(),
         );
         registry.register(
             "assignment_failovers",
             "Load balancers handed over from a lost actuator stream after its assignment lapsed",
-            self.assignment_failovers.clone(),
+            m.assignment_failovers.clone(),
         );
         registry.register(
             "assignment_changes",
             "Changes of the load balancer assignment (generations sent)",
-            self.assignment_changes.clone(),
+            m.assignment_changes.clone(),
         );
-    }
-
-    /// The Node condition writes and the streams' transport.
-    fn register_condition_and_transport(&self, registry: &mut Registry) {
         registry.register(
             "condition_writes",
             "Writes of the LoadBalancerAdminStateDown Node condition, by status and outcome (ok, error)",
-            self.condition_writes.clone(),
+            m.condition_writes.clone(),
         );
         registry.register(
             "insecure_plaintext",
             "1 when the streams to the actuators are plaintext without a client certificate (--insecure-plaintext), else 0",
-            self.insecure_plaintext.clone(),
+            m.insecure_plaintext.clone(),
         );
+        Self { registry, ..m }
     }
 
     pub fn signal(&self, kind: &str) {
