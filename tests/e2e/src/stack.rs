@@ -347,6 +347,38 @@ impl Stack {
         Ok(())
     }
 
+    /// Waits until every load balancer of the cluster has a writer: some actuator reports
+    /// `cutover_actuator_load_balancer_owned` 1 for it. A new leadership gives no load
+    /// balancer to anyone for its first `--assignment-valid-for` (a previous leader's grants
+    /// may still live), so a change made before this waits out that quiet period.
+    pub async fn wait_assigned(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut owned = std::collections::BTreeSet::new();
+            for a in &self.actuators {
+                let Some(text) = crate::http::get_text(&format!("{}/metrics", a.admin_url())).await
+                else {
+                    continue;
+                };
+                owned.extend(text.lines().filter_map(owned_lb));
+            }
+            let missing: Vec<&str> = self
+                .cluster
+                .load_balancers
+                .iter()
+                .map(|lb| lb.name.as_str())
+                .filter(|lb| !owned.contains(*lb))
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("no actuator writes {missing:?} after {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Restarts a stopped service (same flags, same ports).
     pub async fn restart(service: &mut Service, log_dir: &Path) -> anyhow::Result<()> {
         service.proc = Some(
@@ -364,5 +396,31 @@ impl Stack {
                 proc.terminate(Duration::from_secs(15)).await;
             }
         }
+    }
+}
+
+/// The load balancer of a `cutover_actuator_load_balancer_owned{load_balancer="x"} 1` line.
+fn owned_lb(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("cutover_actuator_load_balancer_owned{")?;
+    let (labels, value) = rest.split_once('}')?;
+    if value.trim() != "1" {
+        return None;
+    }
+    let name = labels.split_once("load_balancer=\"")?.1.split_once('"')?.0;
+    Some(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owned_lb;
+
+    #[test]
+    fn only_owned_load_balancers_are_read_from_the_metrics() {
+        let text = "# HELP x\n\
+            cutover_actuator_load_balancer_owned{load_balancer=\"kubernetes\"} 1\n\
+            cutover_actuator_load_balancer_owned{load_balancer=\"kubernetes-internal\"} 0\n\
+            cutover_actuator_queue_depth{load_balancer=\"other\"} 1\n";
+        let got: Vec<String> = text.lines().filter_map(owned_lb).collect();
+        assert_eq!(got, vec!["kubernetes".to_string()]);
     }
 }

@@ -13,7 +13,7 @@ pub mod schedule;
 pub mod workload;
 
 use crate::judge::State;
-use crate::judge::chaos::{self as rules, Bounds, Rule, Verdict};
+use crate::judge::chaos::{self as rules, Bounds, Intent, Rule, Verdict};
 use crate::kube_ops;
 use crate::report::{percentile, secs, table};
 use crate::stack::{KubeKind, Stack, StackOptions};
@@ -106,6 +106,9 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
     let options = stack_options(o);
     let bounds = bounds(&options);
     let mut stack = Stack::start(options).await?;
+    // The soak judges the fleet in service: start-up's quiet period (no writer for the first
+    // `--assignment-valid-for` of the first leadership) is not a fault's cost.
+    stack.wait_assigned(Duration::from_secs(30)).await?;
     let mut plan = Plan::for_run(o.run, stack.actuators.len());
     plan.max_latency_ms = o.max_latency_ms;
     let faults = schedule::schedule(o.seed, &plan);
@@ -196,6 +199,9 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         end,
     });
     let arm = crate::observe::arm_calls(&stack.arm, start);
+    if let Err(e) = write_record(&o.run_dir, &stack, &intents) {
+        eprintln!("chaos soak: could not write the run's record: {e}");
+    }
     stack.stop().await;
     Ok(Report {
         options: o.clone(),
@@ -207,6 +213,31 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         epochs: epochs.len(),
         arm,
     })
+}
+
+/// What a reader needs to explain a verdict after the processes are gone: ARM's requests and
+/// effective changes, and the intents, one JSON object per line in the run directory.
+fn write_record(dir: &std::path::Path, stack: &Stack, intents: &[Intent]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut requests =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("arm-requests.jsonl"))?);
+    for r in stack.arm.requests() {
+        serde_json::to_writer(&mut requests, &r)?;
+        requests.write_all(b"\n")?;
+    }
+    let mut effective =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("arm-effective.jsonl"))?);
+    for e in stack.arm.effective_log() {
+        serde_json::to_writer(&mut effective, &e)?;
+        effective.write_all(b"\n")?;
+    }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("intents.jsonl"))?);
+    for i in intents {
+        let line = serde_json::json!({"node": i.node, "at": i.at.to_string(), "state": format!("{:?}", i.state)});
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 fn range(r: (Duration, Duration)) -> String {
