@@ -9,10 +9,13 @@
 //! | [`procs`] | [`Proc`]: an async child with its output in a log file, killed when dropped | `tests/e2e/src/procs.rs` |
 //! | [`guarded`] | [`Guarded`]: a child in its own process group under a watchdog, killed with its group | `tests/kube-real/src/process.rs` |
 //! | [`layers`] | the check that no import in a crate runs back up its layer table | `signal-svc` and `actuator-svc` `src/layers_tests.rs` |
+//! | `fake_actuator` (feature `fake-actuator`) | `FakeActuator`: a recording fake actuator, an `Actuator` gRPC server answering per `Mode` | `signal-svc/tests/common/mod.rs` |
 //!
 //! Test code only: the services take this crate as a dev-dependency.
 
 pub mod certs;
+#[cfg(feature = "fake-actuator")]
+pub mod fake_actuator;
 pub mod guarded;
 pub mod layers;
 pub mod ports;
