@@ -4,7 +4,8 @@
 //! bounced: a restart with fresh process state, as a pod's.
 
 use crate::net;
-use crate::schedule::{ARM, KUBE, Ms, Plan, Work};
+use crate::schedule::{ACTUATORS, ARM, KUBE, Leave, Ms, Plan, Work};
+use cutover_e2e::kube_ops::SPOT_EVICTION;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,6 +30,9 @@ pub struct Slots {
     pub intents: Mutex<Vec<(Ms, usize, bool)>>,
     /// A service process ended or failed to start: (when, host, why).
     pub exits: Mutex<Vec<(Ms, String, String)>>,
+    /// A workload step nobody would take within [`STEP_PATIENCE_MS`]: (when it began, what,
+    /// the last error). A tool or an operator would have given up on cutover there.
+    pub stuck: Mutex<Vec<(Ms, String, String)>>,
     /// An actuator's ownership of an LB by a leader's grant began or ended, as its own state
     /// says: (when, host, LB lower-cased, owns).
     pub ownership: Mutex<Vec<(Ms, String, String, bool)>>,
@@ -232,66 +236,226 @@ async fn sample_ownership(slots: &Slots, host: &str, store: &actuator_svc::state
     }
 }
 
-/// The workload: each step of the plan through the Kubernetes API at its time (retried until
-/// the API server answers), recorded when it answered.
+/// The workload: each step of the plan at its time, through the Kubernetes API (or the tool
+/// API for holds), retried until it is answered, and recorded as an intent.
 pub async fn workload(setup: Arc<Setup>) -> HostResult {
     let client = net::kube_client(&format!("http://{KUBE}:{KUBE_PORT}"), "workload")?;
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let ops = Ops {
+        nodes: kube::Api::all(client.clone()),
+        cluster: cutover_e2e::kube_ops::Cluster::new(client),
+        registrations: kube_sim::Seed::preset("aks", setup.plan.nodes)?.nodes,
+    };
     let names: Vec<String> = setup.cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let mut tool = 0usize;
     for (at, work) in setup.plan.work.clone() {
         let wait = at.saturating_sub(now_ms());
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let name = &names[work.node()];
-        loop {
-            match apply(&nodes, name, &work).await {
-                Ok(()) => break,
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        let first_try = now_ms();
+        tracing::debug!(node = %name, ?work, "workload step");
+        let taken = loop {
+            let done = match &work {
+                Work::Leave {
+                    how: Leave::Hold, ..
+                } => ops.hold(&mut tool, name, true).await,
+                Work::Return {
+                    how: Leave::Hold, ..
+                } => ops.hold(&mut tool, name, false).await,
+                _ => ops.apply(name, &work).await,
+            };
+            match done {
+                Ok(()) => break true,
+                Err(e) if now_ms() - first_try > STEP_PATIENCE_MS => {
+                    setup.slots.stuck.lock().push((
+                        first_try,
+                        format!("{name} {work:?}"),
+                        format!("{e:#}"),
+                    ));
+                    break false;
+                }
+                Err(e) => {
+                    tracing::debug!(node = %name, ?work, error = %format!("{e:#}"), "workload step failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
+        };
+        tracing::debug!(node = %name, ?work, taken, "workload step done");
+        if !taken {
+            continue;
         }
-        let down = matches!(work, Work::Taint { .. } | Work::Exclude { .. });
+        // A hold goes through an actuator, which has signal-svc write it: it may land any
+        // time after the first request went out (an answer lost on the way back included).
+        let at = match work {
+            Work::Leave {
+                how: Leave::Hold, ..
+            }
+            | Work::Return {
+                how: Leave::Hold, ..
+            } => first_try,
+            _ => now_ms(),
+        };
         setup
             .slots
             .intents
             .lock()
-            .push((now_ms(), work.node(), down));
+            .push((at, work.node(), work.leaves()));
     }
     let end = setup.plan.shape.end_ms();
     tokio::time::sleep(Duration::from_millis(end.saturating_sub(now_ms()))).await;
     Ok(())
 }
 
-/// One workload step as a read-modify-replace (a conflict is retried by the caller).
-async fn apply(
-    nodes: &kube::Api<k8s_openapi::api::core::v1::Node>,
-    name: &str,
-    work: &Work,
-) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::Taint;
-    let mut node = nodes.get(name).await?;
-    match work {
-        Work::Taint { .. } | Work::Untaint { .. } => {
-            let spec = node.spec.get_or_insert_with(Default::default);
-            let taints = spec.taints.get_or_insert_with(Vec::new);
-            taints.retain(|t| t.key != TAINT);
-            if matches!(work, Work::Taint { .. }) {
-                taints.push(Taint {
-                    key: TAINT.into(),
-                    value: Some("1700000000".into()),
-                    effect: "NoSchedule".into(),
-                    time_added: None,
-                });
+/// How long a workload step is retried before it counts as refused (longer than any fault,
+/// which ends by the quiet tail, plus a fail-over).
+pub const STEP_PATIENCE_MS: Ms = 30_000;
+
+/// The workload's clients.
+struct Ops {
+    nodes: kube::Api<k8s_openapi::api::core::v1::Node>,
+    cluster: cutover_e2e::kube_ops::Cluster,
+    /// Each Node as its kubelet registers it (the simulator's seed).
+    registrations: Vec<kube_sim::seed::NodeSeed>,
+}
+
+impl Ops {
+    /// One step through the Kubernetes API (a conflict or failure is retried by the caller).
+    async fn apply(&self, name: &str, work: &Work) -> anyhow::Result<()> {
+        match work {
+            Work::Leave {
+                how: Leave::Taint, ..
+            } => self.mark(name, Mark::Taint, true).await,
+            Work::Return {
+                how: Leave::Taint, ..
+            } => self.mark(name, Mark::Taint, false).await,
+            Work::Leave {
+                how: Leave::Exclude,
+                ..
+            } => self.mark(name, Mark::Exclude, true).await,
+            Work::Return {
+                how: Leave::Exclude,
+                ..
+            } => self.mark(name, Mark::Exclude, false).await,
+            Work::Leave {
+                how: Leave::Notice, ..
+            } => self.cluster.preempt_event(name, 30).await.map(drop),
+            // The operator takes the node back: the taint signal-svc added goes, once it is
+            // there (removing it before would leave the node tainted for good).
+            Work::Return {
+                how: Leave::Notice, ..
+            } => {
+                let node = self.nodes.get(name).await?;
+                let tainted = node
+                    .spec
+                    .and_then(|s| s.taints)
+                    .is_some_and(|t| t.iter().any(|t| t.key == SPOT_EVICTION));
+                anyhow::ensure!(tainted, "the spot-eviction taint is not there yet");
+                self.cluster.untaint(name, SPOT_EVICTION).await
             }
-        }
-        Work::Exclude { .. } | Work::Include { .. } => {
-            let labels = node.metadata.labels.get_or_insert_with(Default::default);
-            labels.remove(EXCLUDE_LABEL);
-            if matches!(work, Work::Exclude { .. }) {
-                labels.insert(EXCLUDE_LABEL.into(), "true".into());
+            Work::Recreate { .. } => self.recreate(name).await,
+            Work::Leave {
+                how: Leave::Hold, ..
+            }
+            | Work::Return {
+                how: Leave::Hold, ..
+            } => {
+                anyhow::bail!("holds go through the tool API")
             }
         }
     }
-    nodes
-        .replace(name, &kube::api::PostParams::default(), &node)
-        .await?;
-    Ok(())
+
+    /// Sets or clears the workload's taint or the exclude label as a read-modify-replace.
+    async fn mark(&self, name: &str, mark: Mark, on: bool) -> anyhow::Result<()> {
+        use k8s_openapi::api::core::v1::Taint;
+        let mut node = self.nodes.get(name).await?;
+        match mark {
+            Mark::Taint => {
+                let spec = node.spec.get_or_insert_with(Default::default);
+                let taints = spec.taints.get_or_insert_with(Vec::new);
+                taints.retain(|t| t.key != TAINT);
+                if on {
+                    taints.push(Taint {
+                        key: TAINT.into(),
+                        value: Some("1700000000".into()),
+                        effect: "NoSchedule".into(),
+                        time_added: None,
+                    });
+                }
+            }
+            Mark::Exclude => {
+                let labels = node.metadata.labels.get_or_insert_with(Default::default);
+                labels.remove(EXCLUDE_LABEL);
+                if on {
+                    labels.insert(EXCLUDE_LABEL.into(), "true".into());
+                }
+            }
+        }
+        self.nodes
+            .replace(name, &kube::api::PostParams::default(), &node)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the Node (if still there) and registers it again as a kubelet on a new VM
+    /// does: the object the cluster's seed describes (its pool's labels, taints and address),
+    /// a new UID, no annotation, label, taint or condition of a departure.
+    async fn recreate(&self, name: &str) -> anyhow::Result<()> {
+        if self.nodes.get_opt(name).await?.is_some() {
+            self.nodes
+                .delete(name, &kube::api::DeleteParams::default())
+                .await?;
+        }
+        let mut seed = self
+            .registrations
+            .iter()
+            .find(|n| n.name == name)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("{name} is not in the cluster's seed"))?;
+        seed.uid = None;
+        seed.creation_timestamp = None;
+        let now = jiff::Timestamp::now().to_string();
+        let node: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(kube_sim::seed::node_object(&seed, &now))?;
+        self.nodes
+            .create(&kube::api::PostParams::default(), &node)
+            .await?;
+        Ok(())
+    }
+
+    /// `SetNodeAdminState` through the next actuator replica (a tool tries each in turn).
+    async fn hold(&self, next: &mut usize, name: &str, on: bool) -> anyhow::Result<()> {
+        use cutover_proto::v1::actuator_client::ActuatorClient;
+        use cutover_proto::v1::{AdminState, NodeRef, SetNodeAdminStateRequest, WaitFor};
+        let host = ACTUATORS[*next % ACTUATORS.len()];
+        *next += 1;
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("http://{host}:{GRPC_PORT}"))?
+                .connect_timeout(Duration::from_secs(2))
+                .timeout(Duration::from_secs(15))
+                .connect_with_connector(net::dialer())
+                .await?;
+        let state = if on {
+            AdminState::Down
+        } else {
+            AdminState::None
+        };
+        ActuatorClient::new(channel)
+            .set_node_admin_state(SetNodeAdminStateRequest {
+                node: Some(NodeRef {
+                    name: name.to_owned(),
+                    ..NodeRef::default()
+                }),
+                admin_state: state as i32,
+                reason: "dst: maintenance".into(),
+                wait: WaitFor::Unspecified as i32,
+                wait_timeout: None,
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mark {
+    Taint,
+    Exclude,
 }

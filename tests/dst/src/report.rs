@@ -34,18 +34,25 @@ pub fn replay(seed: u64) -> String {
 
 /// [`replay`] for a run of the given shape.
 pub fn replay_shaped(seed: u64, shape: crate::schedule::Shape) -> String {
-    let flag = if shape == crate::schedule::Shape::HEAVY {
-        " --heavy"
-    } else {
-        ""
-    };
-    format!("{}{flag}", replay(seed))
+    use crate::schedule::{Mix, Shape};
+    let mut flags = String::new();
+    if (Shape {
+        mix: Mix::Every,
+        ..shape
+    }) == Shape::HEAVY
+    {
+        flags += " --heavy";
+    }
+    if shape.mix == Mix::TaintsAndLabels {
+        flags += " --taints-and-labels";
+    }
+    format!("{}{flags}", replay(seed))
 }
 
 /// Runs and judges `seed`.
 pub fn seed(seed: u64, options: &Options) -> anyhow::Result<SeedReport> {
     let t0 = Instant::now();
-    let out = run::run(seed, options)?;
+    let out = run::run(seed, options).map_err(|e| e.context(format!("seed {seed}")))?;
     let verdict = judge::judge(
         &out.cluster,
         &out.observed,
@@ -85,6 +92,9 @@ pub fn seed(seed: u64, options: &Options) -> anyhow::Result<SeedReport> {
             .violations
             .iter()
             .map(|v| format!("{}: {}", v.rule.name(), v.text))
+            .chain(out.stuck.iter().map(|(t, what, why)| {
+                format!("a workload step was refused for 30 s: {what} from {t} ms: {why}")
+            }))
             .collect(),
     })
 }
@@ -179,7 +189,7 @@ impl Summary {
 
 /// The whole timeline of `seed`, one line per event in simulated time.
 pub fn trace(seed: u64, options: &Options) -> anyhow::Result<String> {
-    let out = run::run(seed, options)?;
+    let out = run::run(seed, options).map_err(|e| e.context(format!("seed {seed}")))?;
     let mut lines: Vec<(Ms, String)> = Vec::new();
     for a in &out.applied {
         lines.push((
@@ -196,6 +206,12 @@ pub fn trace(seed: u64, options: &Options) -> anyhow::Result<String> {
                     .map(|s| format!(" SKIPPED: {s}"))
                     .unwrap_or_default()
             ),
+        ));
+    }
+    for (t, w) in &out.plan.work {
+        lines.push((
+            *t,
+            format!("work {} {w:?} (planned)", out.cluster.nodes[w.node()].name),
         ));
     }
     for (t, n, down) in &out.observed.intents {

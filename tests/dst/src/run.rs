@@ -48,6 +48,8 @@ pub struct Outcome {
     pub applied: Vec<Applied>,
     pub steps: u64,
     pub exits: Vec<(Ms, String, String)>,
+    /// Workload steps that were never taken (see [`crate::hosts::Slots::stuck`]).
+    pub stuck: Vec<(Ms, String, String)>,
 }
 
 /// Runs `seed` to the end of its plan.
@@ -155,6 +157,7 @@ pub fn run(seed: u64, options: &Options) -> anyhow::Result<Outcome> {
     }
     applied.sort_by_key(|a| a.start);
     let exits = slots.exits.lock().clone();
+    let stuck = slots.stuck.lock().clone();
     Ok(Outcome {
         observed: observer.finish(sim.elapsed().as_millis() as Ms, &slots),
         plan,
@@ -162,6 +165,7 @@ pub fn run(seed: u64, options: &Options) -> anyhow::Result<Outcome> {
         applied,
         steps,
         exits,
+        stuck,
     })
 }
 

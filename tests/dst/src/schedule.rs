@@ -23,6 +23,8 @@ pub struct Shape {
     pub changes: usize,
     /// Faults per storm (spread uniformly; each lasts a drawn time).
     pub faults: usize,
+    /// Which departures the workload draws.
+    pub mix: Mix,
 }
 
 impl Shape {
@@ -33,6 +35,7 @@ impl Shape {
         tail_ms: 40_000,
         changes: 12,
         faults: 8,
+        mix: Mix::Every,
     };
 
     /// The bench's dense shape: a longer storm, three times the faults, more changes.
@@ -42,6 +45,7 @@ impl Shape {
         tail_ms: 40_000,
         changes: 30,
         faults: 24,
+        mix: Mix::Every,
     };
 
     pub fn end_ms(&self) -> Ms {
@@ -62,33 +66,67 @@ pub const ARM: Host = "arm";
 pub const SIGNALS: [Host; 2] = ["signal-1", "signal-2"];
 pub const ACTUATORS: [Host; 3] = ["actuator-1", "actuator-2", "actuator-3"];
 
-/// A workload step: the node's trigger set or cleared through the Kubernetes API.
+/// How a node leaves service, and so what brings it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Leave {
+    /// `ToBeDeletedByClusterAutoscaler:NoSchedule` (the autoscaler's scale-down); returns when
+    /// the taint goes.
+    Taint,
+    /// `node.kubernetes.io/exclude-from-external-load-balancers`; returns when the label goes.
+    Exclude,
+    /// A tool hold through the actuators' `SetNodeAdminState` (an actuator relays it, signal-svc
+    /// stores it on the Node); returns when the tool releases it the same way.
+    Hold,
+    /// A Spot eviction notice: a `PreemptScheduled` Event as AKS's node-problem-detector
+    /// records it (signal-svc taints the node); returns when the operator removes that taint.
+    Notice,
+}
+
+impl Leave {
+    pub const ALL: [Leave; 4] = [Leave::Taint, Leave::Exclude, Leave::Hold, Leave::Notice];
+
+    /// As the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Leave::Taint => "taint",
+            Leave::Exclude => "exclude label",
+            Leave::Hold => "tool hold",
+            Leave::Notice => "spot notice",
+        }
+    }
+}
+
+/// Which departures a plan's workload draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// Taints and the exclude label only (the plans the first regression seeds were found in).
+    TaintsAndLabels,
+    /// Every [`Leave`], and nodes deleted and registered again.
+    Every,
+}
+
+/// A workload step through the Kubernetes API (or the tool API for holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
-    /// `ToBeDeletedByClusterAutoscaler:NoSchedule` (the autoscaler's scale-down).
-    Taint {
-        node: usize,
-    },
-    Untaint {
-        node: usize,
-    },
-    /// `node.kubernetes.io/exclude-from-external-load-balancers` set or removed.
-    Exclude {
-        node: usize,
-    },
-    Include {
-        node: usize,
-    },
+    /// The node starts leaving.
+    Leave { node: usize, how: Leave },
+    /// The departure `how` is undone: the node is back in service.
+    Return { node: usize, how: Leave },
+    /// The Node is deleted and registered again under its name with a new UID and none of
+    /// the departure's marks (a reimaged or replaced VM): back in service.
+    Recreate { node: usize },
 }
 
 impl Work {
     pub fn node(&self) -> usize {
         match self {
-            Work::Taint { node }
-            | Work::Untaint { node }
-            | Work::Exclude { node }
-            | Work::Include { node } => *node,
+            Work::Leave { node, .. } | Work::Return { node, .. } | Work::Recreate { node } => *node,
         }
+    }
+
+    /// Whether the step makes the node leave (Down) rather than return (None).
+    pub fn leaves(&self) -> bool {
+        matches!(self, Work::Leave { .. })
     }
 }
 
@@ -213,7 +251,7 @@ pub fn plan(seed: u64, shape: Shape, nodes: usize) -> Plan {
     // One run in five is the single-replica configuration (deploy/overlays/single-replica).
     let signals = if rng.chance(0.2) { 1 } else { 2 };
     let storm = (shape.warmup_ms, shape.quiet_from());
-    let mut work = workload(&mut rng, shape, nodes, storm);
+    let mut work = workload(&mut rng, seed, shape, nodes, storm);
     work.sort_by_key(|(t, _)| *t);
     let mut faults: Vec<Fault> = (0..shape.faults)
         .map(|_| fault(&mut rng, signals, nodes, storm))
@@ -233,11 +271,23 @@ pub fn plan(seed: u64, shape: Shape, nodes: usize) -> Plan {
 /// `--max-down-share 0.5`, 3 of the 6 nodes) refuses more by design, and restores may lag.
 pub const MAX_LEAVING: usize = 2;
 
-/// Workload changes: each node alternates between leaving (a taint or the exclude label) and
-/// returning (its removal), so a node may be cut and restored several times; never more than
-/// [`MAX_LEAVING`] nodes away at once.
-fn workload(rng: &mut Rng, shape: Shape, nodes: usize, (from, to): (Ms, Ms)) -> Vec<(Ms, Work)> {
-    let mut leaving: Vec<Option<bool>> = vec![None; nodes];
+/// Workload changes: each node alternates between leaving and returning, so a node may be cut
+/// and restored several times; never more than [`MAX_LEAVING`] nodes away at once. Times,
+/// nodes and the taint-or-label choice come from the plan's stream; with [`Mix::Every`] a
+/// second stream (so a seed keeps its times and faults whatever the mix) turns some taints
+/// into Spot notices, some labels into tool holds, and a third of the returns (but from a
+/// notice) into the Node being deleted and registered again.
+fn workload(
+    rng: &mut Rng,
+    seed: u64,
+    shape: Shape,
+    nodes: usize,
+    (from, to): (Ms, Ms),
+) -> Vec<(Ms, Work)> {
+    let mut variety = Rng::new(seed ^ 0x005e_ed0f_4a11_d0c5);
+    let every = shape.mix == Mix::Every;
+    let mut leaving: Vec<Option<Leave>> = vec![None; nodes];
+    let mut noticed = vec![false; nodes];
     let mut times: Vec<Ms> = (0..shape.changes)
         .map(|_| from + rng.below((to - from) as usize) as Ms)
         .collect();
@@ -250,21 +300,38 @@ fn workload(rng: &mut Rng, shape: Shape, nodes: usize, (from, to): (Ms, Ms)) -> 
             node = *rng.pick(&away).unwrap_or(&node);
         }
         let w = match leaving[node] {
-            None if rng.chance(0.5) => {
-                leaving[node] = Some(true);
-                Work::Taint { node }
-            }
             None => {
-                leaving[node] = Some(false);
-                Work::Exclude { node }
+                let taint = rng.chance(0.5);
+                let how = match (taint, every && variety.chance(0.5)) {
+                    (true, false) => Leave::Taint,
+                    // signal-svc taints a Node object once for a notice: an operator who
+                    // removed that taint took the node back, and the Event stays (a new VM,
+                    // a new Node object, may be noticed again).
+                    (true, true) if noticed[node] => Leave::Taint,
+                    (true, true) => {
+                        noticed[node] = true;
+                        Leave::Notice
+                    }
+                    (false, false) => Leave::Exclude,
+                    (false, true) => Leave::Hold,
+                };
+                leaving[node] = Some(how);
+                Work::Leave { node, how }
             }
-            Some(true) => {
+            Some(how) => {
                 leaving[node] = None;
-                Work::Untaint { node }
-            }
-            Some(false) => {
-                leaving[node] = None;
-                Work::Include { node }
+                // Not after a notice: a notice's Event outlives the Node and names it, and
+                // signal-svc tells a stale one from the new incarnation's by comparing the
+                // Event's time with the Node's creationTimestamp, both whole seconds of the
+                // real clock, which this simulation compresses ~30x: the same second would
+                // count the notice again (fail closed). In a cluster a VM is re-registered
+                // minutes after its notice; `core::index`'s tests hold that rule.
+                if every && how != Leave::Notice && variety.chance(1.0 / 3.0) {
+                    noticed[node] = false;
+                    Work::Recreate { node }
+                } else {
+                    Work::Return { node, how }
+                }
             }
         };
         out.push((t, w));
@@ -417,10 +484,11 @@ mod tests {
             );
             let mut away = std::collections::BTreeSet::new();
             for (_, w) in &p.work {
-                match w {
-                    Work::Taint { node } | Work::Exclude { node } => away.insert(*node),
-                    Work::Untaint { node } | Work::Include { node } => away.remove(node),
-                };
+                if w.leaves() {
+                    away.insert(w.node());
+                } else {
+                    away.remove(&w.node());
+                }
                 assert!(away.len() <= MAX_LEAVING, "seed {seed}");
             }
         }
@@ -437,12 +505,71 @@ mod tests {
             3,
         );
         for n in 0..3 {
-            let mut leaving = false;
+            let mut away: Option<Leave> = None;
+            let mut noticed = false;
             for (_, w) in p.work.iter().filter(|(_, w)| w.node() == n) {
-                let leaves = matches!(w, Work::Taint { .. } | Work::Exclude { .. });
-                assert_ne!(leaves, leaving, "node {n}: {w:?}");
-                leaving = leaves;
+                match (w, away) {
+                    (Work::Leave { how, .. }, None) => {
+                        // One notice per Node object.
+                        if *how == Leave::Notice {
+                            assert!(!noticed, "node {n} noticed twice");
+                            noticed = true;
+                        }
+                        away = Some(*how);
+                    }
+                    // A return undoes the departure it follows, or the Node is registered anew.
+                    (Work::Return { how, .. }, Some(left)) if *how == left => away = None,
+                    (Work::Recreate { .. }, Some(_)) => {
+                        away = None;
+                        noticed = false;
+                    }
+                    _ => panic!("node {n}: {w:?} while away {away:?}"),
+                }
             }
         }
+    }
+
+    #[test]
+    fn every_departure_and_the_recreation_are_drawn_and_the_mix_keeps_times_and_faults() {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut recreated = 0;
+        for seed in 0..200 {
+            let every = plan(seed, Shape::SHORT, 6);
+            let old = plan(
+                seed,
+                Shape {
+                    mix: Mix::TaintsAndLabels,
+                    ..Shape::SHORT
+                },
+                6,
+            );
+            assert_eq!(every.faults, old.faults, "seed {seed}");
+            let when = |p: &Plan| {
+                p.work
+                    .iter()
+                    .map(|(t, w)| (*t, w.node(), w.leaves()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(when(&every), when(&old), "seed {seed}");
+            for (_, w) in &every.work {
+                match w {
+                    Work::Leave { how, .. } => {
+                        seen.insert(*how);
+                    }
+                    Work::Recreate { .. } => recreated += 1,
+                    Work::Return { .. } => {}
+                }
+            }
+            assert!(old.work.iter().all(|(_, w)| !matches!(
+                w,
+                Work::Recreate { .. }
+                    | Work::Leave {
+                        how: Leave::Hold | Leave::Notice,
+                        ..
+                    }
+            )));
+        }
+        assert_eq!(seen.len(), Leave::ALL.len());
+        assert!(recreated > 50, "{recreated} recreations");
     }
 }

@@ -75,8 +75,12 @@ fn seeds_of_the_whole_services_keep_every_invariant() {
 ///   retry and decides again before it retries.
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {
+    // Found before holds, notices and re-created Nodes joined the workload: their plans.
     let options = Options {
-        shape: cutover_dst::schedule::Shape::HEAVY,
+        shape: cutover_dst::schedule::Shape {
+            mix: cutover_dst::schedule::Mix::TaintsAndLabels,
+            ..cutover_dst::schedule::Shape::HEAVY
+        },
         ..Options::default()
     };
     const FOUND: &[u64] = &[3192, 4011];

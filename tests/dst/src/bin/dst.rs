@@ -32,9 +32,16 @@ struct Args {
     /// The dense shape: a 60 s storm with 24 faults and 30 changes (default: 30 s, 8, 12).
     #[arg(long)]
     heavy: bool,
+    /// Only taints and the exclude label in the workload (no holds, notices or re-created
+    /// Nodes): the plans the first regression seeds were found in.
+    #[arg(long)]
+    taints_and_labels: bool,
     /// Simulations run at once (each is single-threaded).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
+    /// Simulated time per step, in ms (turmoil's tick; messages take 1-5 ms).
+    #[arg(long)]
+    tick_ms: Option<u64>,
 }
 
 /// Log lines stamped with simulated time (the hosts' spans name who wrote them).
@@ -60,6 +67,12 @@ fn main() -> anyhow::Result<()> {
     let mut options = Options::default();
     if args.heavy {
         options.shape = cutover_dst::schedule::Shape::HEAVY;
+    }
+    if args.taints_and_labels {
+        options.shape.mix = cutover_dst::schedule::Mix::TaintsAndLabels;
+    }
+    if let Some(ms) = args.tick_ms {
+        options.tick = std::time::Duration::from_millis(ms.max(1));
     }
     let seeds: Vec<u64> = match args.seed {
         Some(s) => vec![s],
