@@ -33,6 +33,8 @@ pub struct Slots {
     /// A workload step nobody would take within [`STEP_PATIENCE_MS`]: (when it began, what,
     /// the last error). A tool or an operator would have given up on cutover there.
     pub stuck: Mutex<Vec<(Ms, String, String)>>,
+    /// The tool's `GetNodeAdminState` answers ([`crate::tool`]).
+    pub tool_reads: Mutex<Vec<crate::tool::ToolRead>>,
     /// An actuator's ownership of an LB by a leader's grant began or ended, as its own state
     /// says: (when, host, LB lower-cased, owns).
     pub ownership: Mutex<Vec<(Ms, String, String, bool)>>,

@@ -30,6 +30,8 @@ pub struct Bounds {
     pub dual_owner_ms: Ms,
     pub in_flight_ms: Ms,
     pub fence_ms: Ms,
+    /// How far outside `[asked, answered]` the ARM state a tool answer reports may lie.
+    pub tool_read_ms: Ms,
 }
 
 impl Default for Bounds {
@@ -43,6 +45,9 @@ impl Default for Bounds {
             in_flight_ms: 2_000,
             // A request sent before the Lease was lost, delayed by injected API latency.
             fence_ms: 2_000,
+            // ARM's changes are stamped at the end of the step they appear in (one 5 ms
+            // tick), and an answer's reads happen between its question and its answer.
+            tool_read_ms: 10,
         }
     }
 }
@@ -77,6 +82,9 @@ pub struct Measured {
     pub late_fence_ms: Ms,
     pub arm_writes: usize,
     pub node_writes: usize,
+    /// Tool answers judged, and the entry states in them.
+    pub tool_answers: usize,
+    pub tool_entries: usize,
 }
 
 pub struct Verdict {
@@ -223,6 +231,14 @@ pub fn judge(
     measured.dual_owner_ms = dual;
     measured.write_after_loss_ms = late;
     violations.extend(v);
+    measured.tool_answers = o.tool_reads.len();
+    measured.tool_entries = o.tool_reads.iter().map(|r| r.entries.len()).sum();
+    violations.extend(tool_answers(
+        &o.tool_reads,
+        &o.arm,
+        &cluster.nodes,
+        bounds.tool_read_ms,
+    ));
     let (late, v) = leader_only(&o.kube_writes, bounds.fence_ms);
     measured.late_fence_ms = late;
     violations.extend(v);
@@ -364,6 +380,66 @@ pub fn one_writer(
         }
     }
     (dual, late, out)
+}
+
+/// The **tool answers** rule (issue 26: the drain gate through the actuator): every entry a
+/// `GetNodeAdminState(fresh)` answer reports Down or None was in that state in ARM, with its
+/// operation complete, at some moment between the question and the answer (within `slack`).
+/// Entries answered without a state (an operation running) say nothing.
+pub fn tool_answers(
+    reads: &[crate::tool::ToolRead],
+    arm: &[(Ms, cutover_e2e::judge::EntryKey, State, bool)],
+    nodes: &[aks_fixture::Node],
+    slack: Ms,
+) -> Vec<Violation> {
+    let norm = |k: &cutover_e2e::judge::EntryKey| {
+        (
+            k.0.to_ascii_lowercase(),
+            k.1.to_ascii_lowercase(),
+            k.2.to_ascii_lowercase(),
+        )
+    };
+    let mut history: BTreeMap<_, Vec<(Ms, State)>> = BTreeMap::new();
+    for (t, k, s, _) in arm {
+        history.entry(norm(k)).or_default().push((*t, *s));
+    }
+    let mut out = Vec::new();
+    for r in reads {
+        let (from, to) = (r.sent.saturating_sub(slack), r.answered + slack);
+        for (k, said) in &r.entries {
+            let changes = history.get(&norm(k)).map_or(&[][..], Vec::as_slice);
+            // The state in force at `from`, and every state it took until `to`.
+            let at_from = changes
+                .iter()
+                .take_while(|(t, _)| *t <= from)
+                .last()
+                .map_or(State::None, |(_, s)| *s);
+            let had: Vec<State> = std::iter::once(at_from)
+                .chain(
+                    changes
+                        .iter()
+                        .filter(|(t, _)| *t > from && *t <= to)
+                        .map(|(_, s)| *s),
+                )
+                .collect();
+            if !had.contains(said) {
+                out.push(Violation {
+                    rule: Rule::DrainGate,
+                    text: format!(
+                        "GetNodeAdminState(fresh) from {} about {} said {said:?} for {}/{} {} (asked {} ms, answered {} ms) while ARM had {had:?}",
+                        r.host,
+                        nodes.get(r.node).map_or("?", |n| n.name.as_str()),
+                        k.0,
+                        k.1,
+                        k.2,
+                        r.sent,
+                        r.answered
+                    ),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The **only the leader writes Nodes** rule: (latest write after losing the Lease,
@@ -546,5 +622,46 @@ mod tests {
             kube(30, "signal-2", NODE),
         ];
         assert_eq!(leader_only(&w, 1_000).1.len(), 1);
+    }
+
+    #[test]
+    fn a_tool_answer_must_match_arm_between_question_and_answer() {
+        use crate::tool::ToolRead;
+        let entry = cutover_e2e::judge::key("kubernetes", "kubernetes", "/NIC/ipconfig1");
+        // ARM: Down effective at 1000 ms, None again at 3000 ms.
+        let arm = vec![
+            (1000, entry.clone(), State::Down, false),
+            (3000, entry.clone(), State::None, false),
+        ];
+        let read = |sent, answered, state| ToolRead {
+            sent,
+            answered,
+            node: 0,
+            host: "actuator-1",
+            // The answer's names may differ in case from ARM's log.
+            entries: vec![(
+                cutover_e2e::judge::key("Kubernetes", "kubernetes", "/nic/IPCONFIG1"),
+                state,
+            )],
+        };
+        let judge = |r: ToolRead| tool_answers(&[r], &arm, &[], 10).len();
+        // Down before ARM applied it: the early gate of issue 26.
+        assert_eq!(judge(read(500, 900, State::Down)), 1);
+        // Down while (or just as) it was effective.
+        assert_eq!(judge(read(1500, 1600, State::Down)), 0);
+        assert_eq!(judge(read(900, 995, State::Down)), 0);
+        // None read across the restore: it held at some moment in between.
+        assert_eq!(judge(read(2900, 3100, State::None)), 0);
+        // None while ARM said Down throughout.
+        assert_eq!(judge(read(2000, 2500, State::None)), 1);
+        // Nothing known of an entry means the simulator's initial None.
+        let other = ToolRead {
+            entries: vec![(
+                cutover_e2e::judge::key("kubernetes", "kubernetes", "/other"),
+                State::Down,
+            )],
+            ..read(0, 10, State::Down)
+        };
+        assert_eq!(judge(other), 1);
     }
 }

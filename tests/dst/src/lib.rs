@@ -10,6 +10,7 @@
 //! schedule (seed → plan: topology, workload, faults)
 //!   → run (turmoil world; faults applied between steps)
 //!     → hosts (each host's software: the simulators, the services, the workload)
+//!     → tool (a drain script asking the actuators what ARM shows)
 //!     → observe (the simulators' logs, stamped with simulated time after every step)
 //!   → judge (the chaos soak's rules + one writer per LB + only the leader writes Nodes)
 //! ```
@@ -21,3 +22,4 @@ pub mod observe;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod tool;

@@ -42,6 +42,8 @@ pub struct Observed {
     pub ownership: Vec<(Ms, String, String, bool)>,
     /// Actuators without any grant (writing every LB): (when, host, in that mode).
     pub ungranted: Vec<(Ms, String, bool)>,
+    /// The tool's answers ([`crate::tool`]).
+    pub tool_reads: Vec<crate::tool::ToolRead>,
     /// Each entry as in effect at the end.
     pub end: Vec<EntryView>,
     pub end_ms: Ms,
@@ -174,6 +176,7 @@ impl Observer {
         self.seen.intents = slots.intents.lock().clone();
         self.seen.ownership = slots.ownership.lock().clone();
         self.seen.ungranted = slots.ungranted.lock().clone();
+        self.seen.tool_reads = slots.tool_reads.lock().clone();
         self.seen.end_ms = now;
         if let Some(arm) = slots.arm.lock().clone() {
             self.seen.end = cutover_e2e::observe::entries(&arm, &self.cluster);

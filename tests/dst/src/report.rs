@@ -113,6 +113,9 @@ pub struct Summary {
     pub gate_stale_ms: Ms,
     pub slowest_ms: Ms,
     pub single_replica: usize,
+    /// Tool answers judged against ARM, and the entry states they reported.
+    pub tool_answers: usize,
+    pub tool_entries: usize,
     /// The shape the seeds ran with (for the replay commands).
     pub shape: Option<crate::schedule::Shape>,
 }
@@ -133,6 +136,8 @@ impl Summary {
         self.gate_stale_ms = self.gate_stale_ms.max(r.longest_gate_stale_ms);
         self.slowest_ms = self.slowest_ms.max(r.slowest_ms);
         self.single_replica += usize::from(r.signals == 1);
+        self.tool_answers += r.measured.tool_answers;
+        self.tool_entries += r.measured.tool_entries;
     }
 
     /// Adds another summary's seeds (runs on other threads).
@@ -141,6 +146,8 @@ impl Summary {
         self.failing.extend(o.failing);
         self.failing.sort_unstable();
         self.faults += o.faults;
+        self.tool_answers += o.tool_answers;
+        self.tool_entries += o.tool_entries;
         for (k, n) in o.coverage {
             *self.coverage.entry(k).or_default() += n;
         }
@@ -170,6 +177,10 @@ impl Summary {
             self.late_fence_ms,
             self.gate_stale_ms,
             self.slowest_ms
+        );
+        s += &format!(
+            "drain gate through the actuators: {} GetNodeAdminState(fresh) answers judged, {} entry states in them\n",
+            self.tool_answers, self.tool_entries
         );
         s += "coverage (faults applied per kind):\n";
         for k in FaultKind::ALL {

@@ -98,9 +98,11 @@ pub fn run(seed: u64, options: &Options) -> anyhow::Result<Outcome> {
     }
     let s = setup.clone();
     sim.client("workload", hosts::workload(s));
+    let s = setup.clone();
+    sim.client("tool", crate::tool::tool(s));
 
     let mut observer = Observer::new(&cluster, &plan);
-    let mut names: Vec<&str> = vec![KUBE, ARM, "workload"];
+    let mut names: Vec<&str> = vec![KUBE, ARM, "workload", "tool"];
     names.extend(plan.service_hosts());
     observer.learn_hosts(
         names
@@ -195,7 +197,7 @@ fn arm(slots: &Slots) -> Result<Arc<arm_sim::ArmSim>, String> {
 
 /// The other hosts a frozen host is cut from.
 fn everyone_but(plan: &Plan, host: &str) -> Vec<&'static str> {
-    let mut all = vec![KUBE, ARM, "workload"];
+    let mut all = vec![KUBE, ARM, "workload", "tool"];
     all.extend(plan.service_hosts());
     all.retain(|h| *h != host);
     all
