@@ -17,14 +17,15 @@
 //!                                                          core::term, shared::gating]
 //! ```
 //! Layers, bottom up; a module imports only from its own layer or below:
-//! [`core`] (pure decisions, no I/O) < [`config`], [`metrics`] < [`shared`] (state every task
+//! [`core`] (pure decisions, no I/O: the crate `signal_core` in `signal-svc/core/`, which Cargo
+//! keeps from importing this crate) < [`config`], [`metrics`] < [`shared`] (state every task
 //! shares, behind methods) < [`writers`] (the leader's writes to Kubernetes) < [`k8s`],
 //! [`leadership`] < [`stream`] < [`runtime`] (the table of tasks). The admin port, the drain's
 //! signals and the backoff are `cutover_runtime`'s.
 
 pub mod config;
 pub mod config_error;
-pub mod core;
+pub use signal_core as core;
 pub mod k8s;
 pub mod leadership;
 pub mod metrics;

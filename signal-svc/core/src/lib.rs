@@ -1,4 +1,6 @@
 //! The pure core of signal-svc: no I/O, no clocks, no tasks. Time is always an argument.
+//! A crate of its own (signal-core), so Cargo keeps it from importing anything of signal-svc,
+//! which re-exports it as its `core` module.
 //!
 //! - [`taints`]: which taints are triggers.
 //! - [`notice`]: Spot eviction notices from `PreemptScheduled` events and node conditions.

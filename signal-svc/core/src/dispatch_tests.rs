@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::node::NodeView;
+use crate::node::NodeView;
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()

@@ -1,5 +1,5 @@
 //! The drain gate: the Node condition `LoadBalancerAdminStateDown`, decided here, written by
-//! the leader's gate writer (`crate::writers::gate`).
+//! the leader's gate writer (signal-svc's `writers::gate`).
 //!
 //! - `True` once the node's current desired state is `Down` and the actuator fleet reported
 //!   it EFFECTIVE on every managed load balancer (the entries read back `Down` in ARM);
