@@ -17,15 +17,8 @@ pub struct ArmWrite {
     pub status: u16,
 }
 
-/// One Kubernetes write by a signal-svc replica.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KubeWrite {
-    pub at: Ms,
-    pub caller: String,
-    pub method: String,
-    pub path: String,
-    pub status: u16,
-}
+/// One Kubernetes write by a signal-svc replica (the rule is the soak's too).
+pub use cutover_e2e::judge::leader::KubeWrite;
 
 /// Everything observed.
 #[derive(Debug, Clone, Default)]

@@ -45,14 +45,15 @@ impl std::fmt::Debug for KubeSide {
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl KubeSide {
-    /// Starts the server, seeds it, and writes both kubeconfigs.
+    /// Starts the server, seeds it, and writes both kubeconfigs. Also returns the credential
+    /// id kube-sim logs for signal-svc's token (none on a real server).
     pub async fn start(
         kind: KubeKind,
         seed: kube_sim::Seed,
         rbac: Vec<serde_json::Value>,
         admin_kubeconfig: &Path,
         signal_kubeconfig: &Path,
-    ) -> anyhow::Result<Self> {
+    ) -> anyhow::Result<(Self, Option<String>)> {
         match kind {
             KubeKind::Sim => {
                 let mut seed = seed;
@@ -68,7 +69,8 @@ impl KubeSide {
                     .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT)
                     .context("signal-svc's ServiceAccount is not among the loaded objects")?;
                 kube.write_kubeconfig_as(signal_kubeconfig, &token)?;
-                Ok(KubeSide::Sim(kube))
+                let credential = kube.credential_id(&token);
+                Ok((KubeSide::Sim(kube), credential))
             }
             KubeKind::Real => {
                 let server = kube_real::RealApiServer::start().await?;
@@ -86,7 +88,7 @@ impl KubeSide {
                     .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT, TOKEN_TTL)
                     .await?;
                 server.write_token_kubeconfig(signal_kubeconfig, &token)?;
-                Ok(KubeSide::Real(Box::new(server)))
+                Ok((KubeSide::Real(Box::new(server)), None))
             }
         }
     }
@@ -95,6 +97,28 @@ impl KubeSide {
         match self {
             KubeSide::Real(s) => s.url().to_owned(),
             KubeSide::Sim(s) => s.url(),
+        }
+    }
+
+    /// Writes a kubeconfig for one more signal-svc pod: a token of its own for the same
+    /// ServiceAccount (as each pod's projected token is). Returns the credential id kube-sim's
+    /// request log records for it (none on a real server).
+    pub async fn another_signal_kubeconfig(&self, path: &Path) -> anyhow::Result<Option<String>> {
+        match self {
+            KubeSide::Sim(kube) => {
+                let token = kube
+                    .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT)
+                    .context("signal-svc's ServiceAccount is not among the loaded objects")?;
+                kube.write_kubeconfig_as(path, &token)?;
+                Ok(kube.credential_id(&token))
+            }
+            KubeSide::Real(server) => {
+                let token = server
+                    .service_account_token(SIGNAL_NAMESPACE, SIGNAL_SERVICE_ACCOUNT, TOKEN_TTL)
+                    .await?;
+                server.write_token_kubeconfig(path, &token)?;
+                Ok(None)
+            }
         }
     }
 
@@ -118,6 +142,9 @@ impl KubeSide {
                     status: r.status,
                     content_type: None,
                     caller: Some(r.user),
+                    // Not read from the audit log (nothing here needs them on a real server).
+                    credential_id: None,
+                    at: None,
                 })
                 .collect(),
         }

@@ -163,7 +163,11 @@ pub struct Stack {
     pub kubeconfig: PathBuf,
     /// signal-svc's own kubeconfig (a token of its ServiceAccount and the cluster CA): its
     /// requests carry [`SIGNAL_CALLER`] (in kube-sim's log, or the real server's audit).
+    /// The first replica's; each further replica has a token of its own.
     pub signal_kubeconfig: PathBuf,
+    /// Per signal-svc replica: its kubeconfig, and the credential id kube-sim logs for its
+    /// requests (which tells the replicas apart).
+    pub signal_credentials: Vec<(PathBuf, Option<String>)>,
     pub azure_json: PathBuf,
     pub pki: Pki,
     pub actuators: Vec<Service>,
@@ -187,7 +191,7 @@ impl Stack {
         // token of its ServiceAccount, as its pod would.
         let kubeconfig = options.run_dir.join("kubeconfig");
         let signal_kubeconfig = options.run_dir.join("kubeconfig-signal-svc");
-        let kube =
+        let (kube, first_credential) =
             KubeSide::start(options.kube, seed, rbac, &kubeconfig, &signal_kubeconfig).await?;
 
         let mut arm_options = arm_sim::ArmSimOptions {
@@ -209,7 +213,8 @@ impl Stack {
             kube,
             arm,
             kubeconfig,
-            signal_kubeconfig,
+            signal_kubeconfig: signal_kubeconfig.clone(),
+            signal_credentials: Vec::new(),
             azure_json,
             pki,
             actuators: Vec::new(),
@@ -227,6 +232,19 @@ impl Stack {
             .map(|p| format!("https://127.0.0.1:{p}"))
             .collect();
         for i in 0..stack.options.signals {
+            let path = if i == 0 {
+                signal_kubeconfig.clone()
+            } else {
+                stack
+                    .options
+                    .run_dir
+                    .join(format!("kubeconfig-signal-svc-{i}"))
+            };
+            let credential = match i {
+                0 => first_credential.clone(),
+                _ => stack.kube.another_signal_kubeconfig(&path).await?,
+            };
+            stack.signal_credentials.push((path, credential));
             let service = stack.signal_service(i, &endpoints)?;
             stack.signals.push(service);
         }
@@ -292,7 +310,10 @@ impl Stack {
         let file = |path: &Path| launcher.file(bin, path);
         let spec = launcher
             .spec(&name, bin)?
-            .arg(format!("--kubeconfig={}", file(&self.signal_kubeconfig)?))
+            .arg(format!(
+                "--kubeconfig={}",
+                file(&self.signal_credentials[i].0)?
+            ))
             .arg(format!("--cluster-name={}", self.cluster.name))
             .arg("--namespace=cutover")
             .arg(format!("--identity={name}"))

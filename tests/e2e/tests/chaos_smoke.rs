@@ -2,7 +2,8 @@
 //! latency up to 2 s, faults in the first 60 s) must end with no violation and an exact end state, having injected
 //! faults and judged transitions (a run that did nothing would prove nothing). The rules
 //! themselves are unit-tested to report flaps, late transitions, nodes left Down and
-//! leadership flaps (`judge::chaos`).
+//! leadership flaps (`judge::chaos`), and Node writes by a replica without the Lease
+//! (`judge::leader`, each replica with its own token).
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -37,5 +38,18 @@ fn chaos_smoke_has_no_violations_and_an_exact_end_state() {
     assert!(
         count(&stdout, "restore (-> None)") >= 5,
         "too few restores:\n{stdout}"
+    );
+    // The leader-only rule judged both replicas' writes, told apart by their tokens.
+    let judged = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("leader only: "))
+        .unwrap_or_else(|| panic!("no leader-only line:\n{stdout}"));
+    let numbers: Vec<usize> = judged
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        numbers.len() >= 3 && numbers[0] > 0 && numbers[1] > 0 && numbers[2] == 2,
+        "leader-only rule judged too little: {judged}"
     );
 }

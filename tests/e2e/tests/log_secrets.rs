@@ -108,15 +108,16 @@ async fn no_secret_token_or_private_key_in_any_log_line() {
         &sb.stack.arm.credentials().client_secret,
     );
     secrets.add("the federated token", sb.stack.arm.federated_token());
-    // The token signal-svc authenticates with, as its kubeconfig holds it.
-    let kubeconfig: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&sb.stack.signal_kubeconfig).unwrap())
-            .unwrap();
-    let sa = kubeconfig["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    secrets.add("signal-svc's ServiceAccount token", &sa);
+    // The tokens signal-svc's replicas authenticate with, as their kubeconfigs hold them.
+    for (path, _) in &sb.stack.signal_credentials {
+        let kubeconfig: serde_json::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let sa = kubeconfig["users"][0]["user"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        secrets.add("signal-svc's ServiceAccount token", &sa);
+    }
     let pki = &sb.stack.pki;
     for (label, files) in [
         ("the actuator's private key", &pki.actuator),

@@ -78,6 +78,12 @@ pub struct RequestRecord {
     /// callers apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<String>,
+    /// The credential that authenticated it (see `User::credential_id`), with security on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_id: Option<String>,
+    /// When it was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<jiff::Timestamp>,
 }
 
 /// What fault matching needs to know about a request.

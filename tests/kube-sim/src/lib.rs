@@ -331,6 +331,18 @@ impl KubeSim {
         }
     }
 
+    /// The credential id the request log records for `token` (see
+    /// [`RequestRecord::credential_id`]), if it is a token this server issued with one.
+    pub fn credential_id(&self, token: &str) -> Option<String> {
+        let security = self.shared.security.as_ref()?;
+        let user = security
+            .tokens
+            .lock()
+            .authenticate(Some(&format!("Bearer {token}")))
+            .ok()?;
+        user.credential_id
+    }
+
     /// Issues a token for the ServiceAccount `namespace/name`, which must exist: requests
     /// with it are `system:serviceaccount:<namespace>:<name>` in the groups
     /// `system:serviceaccounts` and `system:serviceaccounts:<namespace>`.
@@ -348,9 +360,11 @@ impl KubeSim {
             sa["metadata"]["uid"].as_str().unwrap_or("").to_string()
         };
         let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut user = User::service_account(namespace, name, &uid);
+        user.credential_id = Some(format!("JTI={}", uuid::Uuid::new_v4()));
         self.add_token(TokenEntry {
             token: token.clone(),
-            user: User::service_account(namespace, name, &uid),
+            user,
         });
         Ok(token)
     }

@@ -270,7 +270,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 
     let watch = req.param("watch").is_some_and(|w| w == "true" || w == "1");
-    let (caller, denied) =
+    let (caller, credential_id, denied) =
         authenticate_and_authorize(&shared, authorization.as_deref(), &route, &req, watch);
     if let Some(e) = denied {
         let resp = error_response(&e);
@@ -280,6 +280,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             status: resp.status().as_u16(),
             content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
             caller,
+            credential_id,
+            at: Some(jiff::Timestamp::now()),
         });
         return resp;
     }
@@ -312,35 +314,38 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         status: resp.status().as_u16(),
         content_type: (!req.content_type.is_empty()).then(|| req.content_type.clone()),
         caller,
+        credential_id,
+        at: Some(jiff::Timestamp::now()),
     });
     resp
 }
 
-/// The caller's name for the request log, and the 401/403 if the request may not proceed.
-/// Without security the bearer token itself names the caller and everything is allowed.
+/// The caller's name and credential for the request log, and the 401/403 if the request may
+/// not proceed. Without security the bearer token itself names the caller and everything is
+/// allowed.
 fn authenticate_and_authorize(
     shared: &Shared,
     authorization: Option<&str>,
     route: &Route,
     req: &Req,
     watch: bool,
-) -> (Option<String>, Option<ApiError>) {
+) -> (Option<String>, Option<String>, Option<ApiError>) {
     let Some(security) = &shared.security else {
         let token = authorization.and_then(|v| v.strip_prefix("Bearer "));
-        return (token.map(str::to_string), None);
+        return (token.map(str::to_string), None, None);
     };
     let user = match security.tokens.lock().authenticate(authorization) {
         Ok(user) => user,
-        Err(_) => return (None, Some(ApiError::unauthorized())),
+        Err(_) => return (None, None, Some(ApiError::unauthorized())),
     };
     let attrs = Attributes::of(route, req.method.as_str(), &req.path, watch);
     let decision = rbac::authorize(&shared.state.lock().store, &user, &attrs);
     match decision {
-        rbac::Decision::Allow => (Some(user.name), None),
+        rbac::Decision::Allow => (Some(user.name), user.credential_id, None),
         rbac::Decision::Deny { reason } => {
             let e = rbac::forbidden(&user, &attrs, &reason);
             tracing::info!(user = %user.name, message = %e.message, "forbidden");
-            (Some(user.name), Some(e))
+            (Some(user.name), user.credential_id, Some(e))
         }
     }
 }

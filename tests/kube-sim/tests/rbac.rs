@@ -272,3 +272,37 @@ subjects:
     let (ok, _, err) = kubectl(&sa, &["patch", "node", NODE, "-p", patch]).await;
     assert!(ok, "{err}");
 }
+
+/// Two pods of one ServiceAccount hold two tokens: the request log names the same user for
+/// both and tells their credentials apart (the audit log's credential-id), never the token.
+#[tokio::test]
+async fn the_request_log_tells_two_tokens_of_one_service_account_apart() {
+    let sim = secure_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = sim.service_account_token("cutover", "watcher").unwrap();
+    let second = sim.service_account_token("cutover", "watcher").unwrap();
+    for token in [&first, &second] {
+        let nodes: Api<Node> = Api::all(client_for(&sim, token, dir.path()).await);
+        nodes.get(NODE).await.unwrap();
+    }
+    let gets: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with(&format!("/api/v1/nodes/{NODE}")))
+        .collect();
+    assert_eq!(gets.len(), 2);
+    assert!(gets.iter().all(|r| r.caller.as_deref() == Some(SA)));
+    let ids: Vec<&str> = gets
+        .iter()
+        .map(|r| r.credential_id.as_deref().unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| id.starts_with("JTI=")), "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(sim.credential_id(&first).as_deref(), Some(ids[0]));
+    assert_eq!(sim.credential_id(&second).as_deref(), Some(ids[1]));
+    for r in &gets {
+        let line = serde_json::to_string(r).unwrap();
+        assert!(!line.contains(&first) && !line.contains(&second), "{line}");
+        assert!(r.at.is_some());
+    }
+}

@@ -55,6 +55,9 @@ pub struct Report {
     pub actions: usize,
     pub epochs: usize,
     pub arm: (usize, usize, usize),
+    /// signal-svc's Kubernetes writes judged against the Lease: (Lease writes, other writes,
+    /// replicas seen writing).
+    pub signal_writes: (usize, usize, usize),
 }
 
 impl Report {
@@ -198,6 +201,25 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         start,
         end,
     });
+    let mut verdict = verdict;
+    let (writes, unattributed) = signal_writes(&stack);
+    // A write sent while the replica held the Lease may be answered up to the injected API
+    // latency later (plus a scheduling slack).
+    let leases = writes.iter().filter(|w| w.path.contains("/leases")).count();
+    let writers: std::collections::BTreeSet<&str> =
+        writes.iter().map(|w| w.caller.as_str()).collect();
+    let signal_writes = (leases, writes.len() - leases, writers.len());
+    let (_, late) =
+        crate::judge::leader::leader_only(&writes, plan.max_latency_ms + LEADER_WRITE_SLACK_MS);
+    verdict.violations.extend(late);
+    if unattributed > 0 {
+        verdict.violations.push(rules::Violation {
+            rule: Rule::LeaderOnly,
+            text: format!(
+                "{unattributed} writes by signal-svc's ServiceAccount with no replica's credential"
+            ),
+        });
+    }
     let arm = crate::observe::arm_calls(&stack.arm, start);
     if let Err(e) = write_record(&o.run_dir, &stack, &intents) {
         eprintln!("chaos soak: could not write the run's record: {e}");
@@ -212,7 +234,49 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         actions: workload.actions,
         epochs: epochs.len(),
         arm,
+        signal_writes,
     })
+}
+
+/// How much later than the injected API latency a Lease holder's last write may be answered.
+const LEADER_WRITE_SLACK_MS: u64 = 500;
+
+/// Every write signal-svc's replicas made (kube-sim's log, told apart by each replica's
+/// credential; times in ms since the first request, start-up's Lease writes included), in
+/// order, and how many writes of its ServiceAccount no replica's credential explains.
+fn signal_writes(stack: &Stack) -> (Vec<crate::judge::leader::KubeWrite>, usize) {
+    let names: BTreeMap<&str, &str> = stack
+        .signal_credentials
+        .iter()
+        .zip(&stack.signals)
+        .filter_map(|((_, id), s)| Some((id.as_deref()?, s.name.as_str())))
+        .collect();
+    let requests = stack.kube.sim().requests();
+    let Some(origin) = requests.iter().filter_map(|r| r.at).min() else {
+        return (Vec::new(), 0);
+    };
+    let mut writes = Vec::new();
+    let mut unattributed = 0;
+    for r in requests {
+        if r.method == "GET" || r.caller.as_deref() != Some(crate::stack::SIGNAL_CALLER) {
+            continue;
+        }
+        let Some(at) = r.at else {
+            continue;
+        };
+        let Some(name) = r.credential_id.as_deref().and_then(|id| names.get(id)) else {
+            unattributed += 1;
+            continue;
+        };
+        writes.push(crate::judge::leader::KubeWrite {
+            at: at.duration_since(origin).as_millis().max(0) as u64,
+            caller: (*name).to_owned(),
+            method: r.method,
+            path: r.path,
+            status: r.status,
+        });
+    }
+    (writes, unattributed)
 }
 
 /// What a reader needs to explain a verdict after the processes are gone: ARM's requests and
@@ -373,6 +437,10 @@ pub fn render(r: &Report) -> String {
         g.true_periods,
         g.false_periods,
         g.longest_stale.as_secs_f64()
+    ));
+    out.push_str(&format!(
+        "leader only: {} Lease writes and {} other writes of signal-svc by {} replicas judged (each replica its own token)\n",
+        r.signal_writes.0, r.signal_writes.1, r.signal_writes.2
     ));
     for (rule, texts) in &per_rule {
         out.push_str(&format!("\n{} ({}):\n", rule.name(), texts.len()));

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 pub mod chaos;
 pub mod gate;
+pub mod leader;
 
 /// The observable admin state of an entry (unset reads as `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,11 @@ pub struct User {
     pub name: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// Which credential authenticated the request, as kube-apiserver's audit log records it
+    /// in `user.extra["authentication.kubernetes.io/credential-id"]` (`JTI=<id>` for a
+    /// ServiceAccount token; KEP-4193): tells apart two pods of one ServiceAccount, without
+    /// the token itself.
+    pub credential_id: Option<String>,
 }
 
 impl User {
@@ -23,6 +28,7 @@ impl User {
             name: "system:anonymous".into(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".into()],
+            credential_id: None,
         }
     }
 
@@ -35,6 +41,7 @@ impl User {
                 "system:serviceaccounts".into(),
                 format!("system:serviceaccounts:{namespace}"),
             ],
+            credential_id: None,
         }
     }
 
@@ -58,6 +65,7 @@ impl TokenEntry {
                 name: name.to_string(),
                 uid: name.to_string(),
                 groups: groups.iter().map(|g| g.to_string()).collect(),
+                credential_id: None,
             },
         }
     }
@@ -94,6 +102,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<TokenEntry>, String> {
                 name: fields[1].clone(),
                 uid: fields[2].clone(),
                 groups,
+                credential_id: None,
             },
         });
     }
