@@ -9,7 +9,8 @@
 //!                                                                lb: the LB document as bytes (pure)
 //! ```
 //! Layers, each importing only from the ones below it (no `crate::` import runs back up):
-//! - `lb` (pure, imports nothing from the crate): scanning, reading and splicing LB documents,
+//! - `lb` (pure; the crate `actuator_lb` in `actuator-svc/lb/`, which Cargo keeps from importing
+//!   this crate): scanning, reading and splicing LB documents,
 //!   ARM IDs, the pool index (which entries of which pools belong to a node); `identity`:
 //!   certificate identities (SAN URIs and DNS names only, matched exactly; never the CN); `config::azure_json`: `azure.json` in cloud-provider-azure's format.
 //! - `metrics`: the prometheus registry.
@@ -36,7 +37,7 @@ pub mod credentials;
 pub mod grpc;
 pub mod identity;
 pub mod inbound;
-pub mod lb;
+pub use actuator_lb as lb;
 pub mod metrics;
 pub mod plan;
 pub mod preflight;

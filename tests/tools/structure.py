@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-CRATES = ["signal-svc/src", "signal-svc/core/src", "actuator-svc/src", "cutoverctl/src", "runtime/src"]
+CRATES = ["signal-svc/src", "signal-svc/core/src", "actuator-svc/src", "actuator-svc/lb/src", "cutoverctl/src", "runtime/src"]
 
 
 def blank(text):

@@ -1,6 +1,7 @@
-//! The load balancer document, as bytes: pure code with no I/O and no imports from the rest
-//! of the crate (a crate of its own once it can be), so it sits on the ground floor under
-//! `arm` (which moves the bytes), `plan` and `writer` (which decide what to change).
+//! The load balancer document, as bytes: pure code with no I/O, a crate of its own
+//! (actuator-lb) so that Cargo keeps it from importing anything of actuator-svc, which
+//! re-exports it as its `lb` module. It sits on the ground floor under actuator-svc's `arm`
+//! (which moves the bytes), `plan` and `writer` (which decide what to change).
 //!
 //! - `scan`: a streaming JSON scanner over a document's bytes;
 //! - `doc`: what an LB document says (entries, pools, provisioning), read through `scan`;
