@@ -125,7 +125,7 @@ async fn run(
     let writer_cfg = writer_config(&args)?;
     let lbs = bootstrap::managed_lbs(&loaded.cfg, &args.cluster_name);
     let store = Arc::new(Store::new(&lbs, metrics.clone()));
-    store.uplink().set_standalone(args.standalone);
+    store.set_standalone(args.standalone);
     let cache = Arc::new(SharedCache::default());
     let (grpc_listener, admin_listener) = match step4 {
         Step4::Bind => bind(&args).await?,

@@ -89,6 +89,13 @@ impl Store {
         &self.uplink
     }
 
+    /// Used without signal-svc (`--standalone`): tool holds kept in memory, and every load
+    /// balancer written before any assignment. In a fleet neither.
+    pub fn set_standalone(&self, standalone: bool) {
+        self.uplink.set_standalone(standalone);
+        self.inner.lock().ownership.set_standalone(standalone);
+    }
+
     /// Wakes on every change of an asserted state or a fleet status.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.results.changes()

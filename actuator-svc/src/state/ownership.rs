@@ -15,8 +15,11 @@
 //!   the same replica when it reconnects (a resync, a network blip). Dropping them at the end
 //!   of the stream would only leave them without a writer meanwhile.
 //!
-//! A replica that never received an assignment (a tool-only deployment, a single replica
-//! with an older signal-svc) writes every managed load balancer.
+//! A replica used without signal-svc (`--standalone`) and never assigned writes every managed
+//! load balancer. In a fleet a replica writes nothing before its first assignment: a
+//! restarted replica has its snapshot before the leader's first assignment reaches it, and
+//! writing meanwhile made two writers of one load balancer (the whole-service simulation,
+//! seed 545: a restarted actuator behind a slow link repaired an LB another replica held).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -92,6 +95,8 @@ pub enum Refused {
 #[derive(Debug, Clone, Default)]
 pub struct Ownership {
     current: Option<(Grant, Instant)>,
+    /// Used without signal-svc: never assigned means every load balancer is this replica's.
+    standalone: bool,
 }
 
 impl Ownership {
@@ -152,10 +157,15 @@ impl Ownership {
         self.current.is_some()
     }
 
+    /// Without signal-svc (see the module doc).
+    pub fn set_standalone(&mut self, standalone: bool) {
+        self.standalone = standalone;
+    }
+
     /// Whether this replica may write `lb` at `now`.
     pub fn owns(&self, lb: &str, now: Instant) -> bool {
         match &self.current {
-            None => true,
+            None => self.standalone,
             Some((g, until)) => now < *until && g.lbs.contains(lb),
         }
     }
@@ -259,10 +269,17 @@ mod tests {
     }
 
     #[test]
-    fn without_assignment_every_lb_is_owned() {
-        let o = Ownership::default();
+    fn without_assignment_a_standalone_replica_owns_every_lb_and_a_fleet_replica_none() {
+        let mut o = Ownership::default();
+        // A fleet replica (dst seed 545): its snapshot comes before its first assignment.
+        assert!(!o.owns("kubernetes", Instant::now()));
+        o.set_standalone(true);
         assert!(o.owns("kubernetes", Instant::now()));
         assert!(!o.assigned());
+        // An assignment rules either way.
+        o.accept(grant(1, 1, &["a"]), Some(Instant::now()), Instant::now())
+            .unwrap();
+        assert!(o.owns("a", Instant::now()) && !o.owns("kubernetes", Instant::now()));
     }
 
     #[test]

@@ -130,6 +130,8 @@ mod tests {
 
     fn store_counting(desired: Admin, metrics: Arc<Metrics>) -> Store {
         let s = Store::new(&["a".to_owned(), "b".to_owned()], metrics);
+        // A replica writing both LBs: standalone, so no assignment is needed.
+        s.set_standalone(true);
         s.offer(
             "u".into(),
             NodeRef {

@@ -2,11 +2,15 @@ use super::lbset::LbSet;
 use super::*;
 use crate::lb::index::IndexedEntry;
 
+/// A replica writing both LBs before any assignment: standalone (a fleet replica owns
+/// nothing until assigned; the tests that need that assign explicitly).
 fn mk_store() -> Store {
-    Store::new(
+    let s = Store::new(
         &["a".to_string(), "b".to_string()],
         Arc::new(Metrics::new()),
-    )
+    );
+    s.set_standalone(true);
+    s
 }
 
 fn mk_node(uid: &str) -> NodeRef {
