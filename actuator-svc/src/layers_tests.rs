@@ -32,25 +32,7 @@ fn no_import_runs_back_up_a_layer() {
 /// `lib.rs` (the re-export) may.
 #[test]
 fn lb_is_named_only_through_the_re_export() {
-    fn visit(path: &std::path::Path, wrong: &mut Vec<String>) {
-        if path.is_dir() {
-            for entry in std::fs::read_dir(path).unwrap() {
-                visit(&entry.unwrap().path(), wrong);
-            }
-        } else if path.extension().is_some_and(|x| x == "rs")
-            && !path.ends_with("src/lib.rs")
-            && !path.ends_with("src/layers_tests.rs")
-            && std::fs::read_to_string(path)
-                .unwrap()
-                .contains("actuator_lb")
-        {
-            wrong.push(path.display().to_string());
-        }
-    }
-    let mut wrong = Vec::new();
-    visit(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut wrong,
-    );
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let wrong = cutover_testkit::layers::naming_outside_lib(&src, "actuator_lb");
     assert!(wrong.is_empty(), "name actuator_lb as crate::lb: {wrong:?}");
 }

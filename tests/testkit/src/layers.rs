@@ -89,6 +89,36 @@ fn sources(path: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The files under `src` other than `lib.rs` and `layers_tests.rs` that name `crate_name`: a
+/// crate re-exported as a module (`pub use signal_core as core;`) is seen by [`check`] only
+/// as `crate::<module>`, so it must not be named directly anywhere else.
+pub fn naming_outside_lib(src: &Path, crate_name: &str) -> Vec<String> {
+    fn visit(path: &Path, crate_name: &str, found: &mut Vec<String>) {
+        if path.is_dir() {
+            let mut entries: Vec<_> = std::fs::read_dir(path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            entries.sort();
+            for p in entries {
+                visit(&p, crate_name, found);
+            }
+        } else if path.extension().is_some_and(|x| x == "rs")
+            && !path.ends_with("src/lib.rs")
+            && !path.ends_with("src/layers_tests.rs")
+            && std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .contains(crate_name)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    let mut found = Vec::new();
+    visit(src, crate_name, &mut found);
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +143,21 @@ mod tests {
         let err = std::panic::catch_unwind(|| check(&src, &[("core", &[])])).unwrap_err();
         let msg = err.downcast_ref::<String>().unwrap();
         assert!(msg.contains("core/mod.rs imports crate::top"), "{msg}");
+        std::fs::remove_dir_all(&src).unwrap();
+    }
+
+    #[test]
+    fn a_re_exported_crate_named_outside_lib_is_found() {
+        let src =
+            std::env::temp_dir().join(format!("cutover-testkit-naming-{}", std::process::id()));
+        std::fs::create_dir_all(src.join("src/writers")).unwrap();
+        std::fs::write(src.join("src/lib.rs"), "pub use signal_core as core;\n").unwrap();
+        std::fs::write(src.join("src/writers/gate.rs"), "use crate::core::gate;\n").unwrap();
+        assert!(naming_outside_lib(&src.join("src"), "signal_core").is_empty());
+        std::fs::write(src.join("src/writers/gate.rs"), "use signal_core::gate;\n").unwrap();
+        let found = naming_outside_lib(&src.join("src"), "signal_core");
+        assert_eq!(found.len(), 1);
+        assert!(found[0].ends_with("writers/gate.rs"), "{found:?}");
         std::fs::remove_dir_all(&src).unwrap();
     }
 }
