@@ -84,16 +84,6 @@ pub enum Leave {
 
 impl Leave {
     pub const ALL: [Leave; 4] = [Leave::Taint, Leave::Exclude, Leave::Hold, Leave::Notice];
-
-    /// As the report names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Leave::Taint => "taint",
-            Leave::Exclude => "exclude label",
-            Leave::Hold => "tool hold",
-            Leave::Notice => "spot notice",
-        }
-    }
 }
 
 /// Which departures a plan's workload draws.
