@@ -257,8 +257,10 @@ async fn a_write_refused_for_linked_access_is_counted_reported_and_not_hammered(
         admin_state: state as i32,
         reason: "test".into(),
         wait: WaitFor::Accepted as i32,
+        // A refused write fails with will_retry, so the answer comes at the timeout with the
+        // refusal as its last result; the refusal itself takes milliseconds.
         wait_timeout: Some(prost_types::Duration {
-            seconds: 5,
+            seconds: 1,
             nanos: 0,
         }),
     };
@@ -278,10 +280,15 @@ async fn a_write_refused_for_linked_access_is_counted_reported_and_not_hammered(
     .await;
     let puts_after_refusal = puts(&sim, "kubernetes-internal");
     assert_eq!(puts_after_refusal, 1);
-    // Asked again and again within the pause: no PUT goes out.
+    // Asked again and again within the pause: no PUT goes out. Each ask waits briefly (the
+    // writer does not depend on the wait), so the pause is probed six times in about 2 s.
     for _ in 0..3 {
-        let _ = client.set_node_admin_state(set(AdminState::None)).await;
-        let _ = client.set_node_admin_state(set(AdminState::Down)).await;
+        let _ = client
+            .set_node_admin_state(briefly(set(AdminState::None)))
+            .await;
+        let _ = client
+            .set_node_admin_state(briefly(set(AdminState::Down)))
+            .await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
@@ -329,7 +336,8 @@ async fn at_start_the_service_names_a_missing_join_and_its_scope_without_writing
     let sim = start_seed("byo-vnet").await;
     assign(&sim, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let running = start_service(&sim, dir.path(), &[]).await;
+    // The first check comes `min(10 s, interval)` after start; 1 s keeps the test short.
+    let running = start_service(&sim, dir.path(), &["--access-check-interval", "1s"]).await;
     let admin = running.admin_addr;
     let subnet = format!("{}/subnets/aks-subnet", vnet_id());
     wait_for_metric(
@@ -370,15 +378,11 @@ async fn a_write_refused_for_access_runs_the_access_check_again() {
     let sim = start_seed("byo-vnet").await;
     assign(&sim, &[vnet_id()]);
     let dir = tempfile::tempdir().unwrap();
-    // Only the first check and refusals: no scheduled one during the test.
+    // The scheduled checks: the first `FIRST_AFTER` (10 s) after start, then hourly. The check
+    // this test waits for must come before the first, so only the refusal can have run it.
+    let started = std::time::Instant::now();
     let running = start_service(&sim, dir.path(), &["--access-check-interval", "1h"]).await;
     let admin = running.admin_addr;
-    wait_for_metric(
-        admin,
-        "every action granted at start",
-        "cutover_actuator_missing_permissions{load_balancer=\"kubernetes-internal\"} 0".into(),
-    )
-    .await;
     // The joiner's assignment is removed while the service runs; the next write is refused.
     assign(&sim, &[]);
     let mut client = cutover_proto::v1::actuator_client::ActuatorClient::connect(format!(
@@ -387,18 +391,7 @@ async fn a_write_refused_for_access_runs_the_access_check_again() {
     ))
     .await
     .unwrap();
-    let _ = client
-        .set_node_admin_state(SetNodeAdminStateRequest {
-            node: Some(node0()),
-            admin_state: AdminState::Down as i32,
-            reason: "test".into(),
-            wait: WaitFor::Accepted as i32,
-            wait_timeout: Some(prost_types::Duration {
-                seconds: 5,
-                nanos: 0,
-            }),
-        })
-        .await;
+    let _ = client.set_node_admin_state(set0(AdminState::Down)).await;
     let subnet = format!("{}/subnets/aks-subnet", vnet_id());
     wait_for_metric(
         admin,
@@ -406,6 +399,12 @@ async fn a_write_refused_for_access_runs_the_access_check_again() {
         missing_metric("kubernetes-internal", JOIN_SUBNET, &subnet),
     )
     .await;
+    let first_scheduled = actuator_svc::preflight::watch::FIRST_AFTER;
+    assert!(
+        started.elapsed() < first_scheduled,
+        "the check came {:?} after start, not before the first scheduled one ({first_scheduled:?})",
+        started.elapsed()
+    );
     let text = http_get(admin, "/metrics").await.1;
     assert!(
         text.contains(
@@ -416,7 +415,8 @@ async fn a_write_refused_for_access_runs_the_access_check_again() {
     assert!(running.shutdown().await);
 }
 
-/// The request that sets `node0` to `state`, answered once accepted (or within 5 s).
+/// The request that sets `node0` to `state`, answered once accepted or after 1 s (a refused
+/// write fails with will_retry: its answer comes at the timeout, the refusal as its result).
 fn set0(state: AdminState) -> SetNodeAdminStateRequest {
     SetNodeAdminStateRequest {
         node: Some(node0()),
@@ -424,10 +424,19 @@ fn set0(state: AdminState) -> SetNodeAdminStateRequest {
         reason: "test".into(),
         wait: WaitFor::Accepted as i32,
         wait_timeout: Some(prost_types::Duration {
-            seconds: 5,
+            seconds: 1,
             nanos: 0,
         }),
     }
+}
+
+/// `request`, answered after at most 300 ms: for asks whose answer the test does not read.
+fn briefly(mut request: SetNodeAdminStateRequest) -> SetNodeAdminStateRequest {
+    request.wait_timeout = Some(prost_types::Duration {
+        seconds: 0,
+        nanos: 300_000_000,
+    });
+    request
 }
 
 /// An Azure Policy deny and a ReadOnly lock: each fault, what the FAILED reason must name, the
@@ -503,8 +512,12 @@ async fn a_write_denied_by_policy_or_a_read_only_lock_is_counted_reported_and_no
         assert_eq!(puts(&sim, "kubernetes-internal"), 1);
         // Asked again and again within the pause: no PUT goes out.
         for _ in 0..3 {
-            let _ = client.set_node_admin_state(set0(AdminState::None)).await;
-            let _ = client.set_node_admin_state(set0(AdminState::Down)).await;
+            let _ = client
+                .set_node_admin_state(briefly(set0(AdminState::None)))
+                .await;
+            let _ = client
+                .set_node_admin_state(briefly(set0(AdminState::Down)))
+                .await;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(
