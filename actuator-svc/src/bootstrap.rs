@@ -65,7 +65,8 @@ pub(crate) async fn load(
         None => Transport::new(&extra_roots),
         Some(dialer) => Transport::with_dialer(&extra_roots, dialer),
     }
-    .context("HTTPS client")?;
+    .context("HTTPS client")?
+    .for_replica(&args.identity);
     let overrides = cloud::Overrides {
         arm_endpoint: args.arm_endpoint.clone(),
         authority: args.aad_authority.clone(),
@@ -141,7 +142,6 @@ async fn get_text(http: &Transport, url: &url::Url) -> Result<String, String> {
         .method(http::Method::GET)
         .uri(url.as_str())
         .header("accept", "application/json")
-        .header("user-agent", transport::USER_AGENT)
         .body(crate::arm::body::ChunkBody::empty())
         .map_err(|e| e.to_string())?;
     let resp = http.send(req).await.map_err(|e| e.to_string())?;

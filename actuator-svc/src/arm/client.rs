@@ -17,7 +17,7 @@ use super::body::ChunkBody;
 use super::budget::{Budget, Class, Verdict};
 use super::error::{ArmError, Trace};
 use super::token::TokenSource;
-use super::transport::{Transport, USER_AGENT};
+use super::transport::Transport;
 use crate::lb::index::{self, NicMap};
 use crate::lb::scan::LbState;
 use crate::lb::splice::Spliced;
@@ -150,7 +150,7 @@ fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
     (e.code, e.message, e.details)
 }
 
-/// An ARM request: bearer token, client request id, `If-Match` when given, and the body sent
+/// An ARM request: bearer token, client request id (the transport adds the `User-Agent`), `If-Match` when given, and the body sent
 /// chunk by chunk with its exact length (no chunked encoding).
 fn request(
     method: &Method,
@@ -165,7 +165,6 @@ fn request(
         .uri(url.as_str())
         .header("authorization", format!("Bearer {token}"))
         .header("accept", "application/json")
-        .header("user-agent", USER_AGENT)
         .header("x-ms-client-request-id", request_id)
         .header("x-ms-return-client-request-id", "true");
     if let Some(etag) = if_match {

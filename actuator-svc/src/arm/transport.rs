@@ -34,8 +34,31 @@ use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 /// The `User-Agent` of every ARM and token request: support breaks throttling down by user
-/// agent (azure-production.md 5). Token requests append the SDK's own after it.
+/// agent (azure-production.md 5). Token requests append the SDK's own after it. A replica's
+/// transport names the replica in it ([`Transport::for_replica`]).
 pub const USER_AGENT: &str = concat!("cutover/", env!("CARGO_PKG_VERSION"), " (actuator-svc)");
+
+/// [`USER_AGENT`] naming `replica` (its pod): ARM's request logs and a support case then
+/// tell which replica sent a write, as two writers of one load balancer would need.
+/// Characters outside RFC 9110's token set become `-`, and the name is cut at 63 characters
+/// (a pod name's limit).
+pub fn user_agent(replica: &str) -> String {
+    let name: String = replica
+        .chars()
+        .take(63)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!(
+        "cutover/{} (actuator-svc; replica={name})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
 
 /// How long a TCP connect may take before the attempt fails (and is retried by the caller).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,6 +87,8 @@ pub struct SendError(String);
 #[derive(Clone)]
 pub struct Transport {
     client: Clients,
+    /// Sent as `User-Agent` by requests that name none.
+    agent: http::HeaderValue,
 }
 
 /// The one client, by how it connects (the connector is part of hyper's client type).
@@ -214,6 +239,7 @@ impl Transport {
         http.set_nodelay(true);
         Ok(Self {
             client: Clients::Tcp(client(https(tls, http, proxy))),
+            agent: http::HeaderValue::from_static(USER_AGENT),
         })
     }
 
@@ -237,14 +263,28 @@ impl Transport {
         let tls = tls_config(extra_roots)?;
         Ok(Self {
             client: Clients::Dialer(client(https(tls, Dialed(dialer), proxy))),
+            agent: http::HeaderValue::from_static(USER_AGENT),
         })
     }
 
-    /// Sends one request; the response body is read by the caller.
+    /// The same client, its requests naming `replica` in their `User-Agent` ([`user_agent`]).
+    pub fn for_replica(mut self, replica: &str) -> Self {
+        // user_agent keeps only token characters: always a valid header value.
+        if let Ok(agent) = http::HeaderValue::from_str(&user_agent(replica)) {
+            self.agent = agent;
+        }
+        self
+    }
+
+    /// Sends one request (with this transport's `User-Agent` unless it names one); the
+    /// response body is read by the caller.
     pub async fn send(
         &self,
-        req: http::Request<ChunkBody>,
+        mut req: http::Request<ChunkBody>,
     ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
+        req.headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| self.agent.clone());
         let sent = match &self.client {
             Clients::Tcp(c) => c.request(req).await,
             Clients::Dialer(c) => c.request(req).await,
@@ -334,11 +374,12 @@ impl HttpClient for Transport {
         let mut builder = http::Request::builder()
             .method(request.method().as_str())
             .uri(request.url().as_str());
-        let mut agent = USER_AGENT.to_string();
+        let ours = self.agent.to_str().unwrap_or(USER_AGENT);
+        let mut agent = ours.to_string();
         for (name, value) in request.headers().iter() {
             if name.as_str().eq_ignore_ascii_case("user-agent") {
                 // Ours first, then the SDK's component (azure_identity's).
-                agent = format!("{USER_AGENT} {}", value.as_str());
+                agent = format!("{ours} {}", value.as_str());
                 continue;
             }
             builder = builder.header(name.as_str(), value.as_str());
@@ -369,5 +410,25 @@ impl HttpClient for Transport {
             headers,
             Box::pin(stream.map(|r: azure_core::Result<Bytes>| r)),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_agent_names_the_replica_as_a_valid_header_value() {
+        let agent = user_agent("actuator-svc-7d9f8-x2k4q");
+        assert!(agent.starts_with("cutover/"), "{agent}");
+        assert!(
+            agent.ends_with("(actuator-svc; replica=actuator-svc-7d9f8-x2k4q)"),
+            "{agent}"
+        );
+        // Whatever --identity holds, the header stays valid and bounded.
+        let odd = user_agent(&format!("a b/c\u{e9}\n{}", "x".repeat(100)));
+        assert!(http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
+        assert!(odd.contains("replica=a-b-c--x"), "{odd}");
+        assert!(odd.len() < USER_AGENT.len() + 80, "{odd}");
     }
 }

@@ -265,14 +265,11 @@ async fn requests_carry_our_user_agent_and_one_client_request_id_per_logical_cal
         .filter(|r| r.path.contains("/oauth2/"))
         .collect();
     assert!(!token_reqs.is_empty());
+    // The replica is named (common.rs starts it as `test-actuator`).
+    let ours = actuator_svc::arm::transport::user_agent("test-actuator");
     for r in &reqs {
         let ua = r.user_agent.as_deref().unwrap_or_default();
-        assert!(
-            ua.starts_with(USER_AGENT),
-            "{} {}: {ua:?}",
-            r.method,
-            r.path
-        );
+        assert!(ua.starts_with(&ours), "{} {}: {ua:?}", r.method, r.path);
     }
     let arm: Vec<_> = reqs
         .iter()
