@@ -7,15 +7,8 @@ use crate::hosts::Slots;
 use crate::schedule::{Ms, Plan};
 use cutover_e2e::judge::{EntryKey, EntryView, State, key, node_entries};
 
-/// One ARM write (a PUT of a load balancer or pool), by the actuator that sent it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArmWrite {
-    pub at: Ms,
-    pub lb: String,
-    /// The simulated host that sent it.
-    pub writer: String,
-    pub status: u16,
-}
+/// One ARM write, by the simulated host that sent it (the rule is the soak's too).
+pub use cutover_e2e::judge::writer::ArmWrite;
 
 /// One Kubernetes write by a signal-svc replica (the rule is the soak's too).
 pub use cutover_e2e::judge::leader::KubeWrite;

@@ -14,16 +14,8 @@ use cutover_e2e::judge::{EntryKey, State, key};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One answer: which entries it reported in which state (entries answered without a state,
-/// such as those of an LB with an operation running, say nothing and are left out).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolRead {
-    pub sent: Ms,
-    pub answered: Ms,
-    pub node: usize,
-    pub host: &'static str,
-    pub entries: Vec<(EntryKey, State)>,
-}
+/// One answer (the rule is the soak's too).
+pub use cutover_e2e::judge::tool::ToolRead;
 
 /// How often the tool asks.
 const EVERY: Duration = Duration::from_secs(1);
@@ -50,7 +42,7 @@ pub async fn tool(setup: Arc<Setup>) -> turmoil::Result {
                 sent,
                 answered: now_ms(),
                 node,
-                host,
+                host: host.to_owned(),
                 entries,
             });
         }

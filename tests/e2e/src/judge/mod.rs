@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, HashSet};
 pub mod chaos;
 pub mod gate;
 pub mod leader;
+pub mod tool;
+pub mod writer;
 
 /// The observable admin state of an entry (unset reads as `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
