@@ -116,7 +116,7 @@ impl Observer {
                 if r.method != "PUT" || !r.path.contains("/loadBalancers/") {
                     continue;
                 }
-                let lb = lb_of(&r.path).to_ascii_lowercase();
+                let lb = cutover_e2e::judge::writer::lb_of(&r.path).to_ascii_lowercase();
                 let writer = self.host_of(r.peer);
                 self.seen.arm_writes.push(ArmWrite {
                     at: now,
@@ -169,21 +169,4 @@ impl Observer {
         }
         self.seen
     }
-}
-
-/// The LB name in an ARM path (`.../loadBalancers/<name>[/...]`).
-fn lb_of(path: &str) -> String {
-    let mut parts = path.split('/');
-    while let Some(p) = parts.next() {
-        if p.eq_ignore_ascii_case("loadBalancers") {
-            return parts
-                .next()
-                .unwrap_or_default()
-                .split('?')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-        }
-    }
-    String::new()
 }

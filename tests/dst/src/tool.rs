@@ -10,7 +10,7 @@ use crate::hosts::{GRPC_PORT, Setup, now_ms};
 use crate::net;
 use crate::schedule::{ACTUATORS, Ms};
 use cutover_e2e::chaos::schedule::Rng;
-use cutover_e2e::judge::{EntryKey, State, key};
+use cutover_e2e::judge::{EntryKey, State};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub async fn tool(setup: Arc<Setup>) -> turmoil::Result {
 
 async fn ask(host: &str, node: &str) -> anyhow::Result<Vec<(EntryKey, State)>> {
     use cutover_proto::v1::actuator_client::ActuatorClient;
-    use cutover_proto::v1::{AdminState, GetNodeAdminStateRequest, NodeRef};
+    use cutover_proto::v1::{GetNodeAdminStateRequest, NodeRef};
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{host}:{GRPC_PORT}"))?
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(5))
@@ -68,21 +68,5 @@ async fn ask(host: &str, node: &str) -> anyhow::Result<Vec<(EntryKey, State)>> {
         })
         .await?
         .into_inner();
-    Ok(answer
-        .entries
-        .into_iter()
-        .filter_map(|e| {
-            let state = match AdminState::try_from(e.admin_state).ok()? {
-                AdminState::Down => State::Down,
-                AdminState::None => State::None,
-                _ => return None,
-            };
-            let target = if e.ip_configuration_id.is_empty() {
-                e.ip_address
-            } else {
-                e.ip_configuration_id
-            };
-            Some((key(&e.load_balancer, &e.pool, &target), state))
-        })
-        .collect())
+    Ok(cutover_e2e::judge::tool::answered(answer))
 }

@@ -2,8 +2,10 @@
 //! latency up to 2 s, faults in the first 60 s) must end with no violation and an exact end state, having injected
 //! faults and judged transitions (a run that did nothing would prove nothing). The rules
 //! themselves are unit-tested to report flaps, late transitions, nodes left Down and
-//! leadership flaps (`judge::chaos`), and Node writes by a replica without the Lease
-//! (`judge::leader`, each replica with its own token).
+//! leadership flaps (`judge::chaos`), Node writes by a replica without the Lease
+//! (`judge::leader`, each replica with its own token), two writers of one load balancer
+//! (`judge::writer`, each write told apart by the replica its User-Agent names) and tool
+//! answers that ARM did not hold (`judge::tool`).
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -51,5 +53,26 @@ fn chaos_smoke_has_no_violations_and_an_exact_end_state() {
     assert!(
         numbers.len() >= 3 && numbers[0] > 0 && numbers[1] > 0 && numbers[2] == 2,
         "leader-only rule judged too little: {judged}"
+    );
+    // The one-writer rule judged writes by named replicas against sampled ownership, and the
+    // tool-answers rule judged the drain gate as a drain script polls it.
+    let numbers = |prefix: &str| -> Vec<usize> {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{stdout}"));
+        line.split([' ', '(', ','])
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let writers = numbers("one writer: ");
+    assert!(
+        writers.len() >= 3 && writers[0] > 0 && writers[1] >= 1,
+        "one-writer rule judged too little: {writers:?}\n{stdout}"
+    );
+    let tool = numbers("tool answers: ");
+    assert!(
+        tool.len() >= 2 && tool[0] > 0 && tool[1] > 0,
+        "tool-answers rule judged too little: {tool:?}\n{stdout}"
     );
 }

@@ -4,12 +4,17 @@
 //! effective log and prints a table.
 //!
 //! Data flow: `schedule(seed)` → the run loop starts and ends each fault on time (the
-//! drivers record when it really happened) while the workload task records intents and a
-//! sampler follows signal-svc's leadership epochs → after a quiet tail, the judge gets the log,
-//! the intents, the faults as injected, the epochs and the end state.
+//! drivers record when it really happened) while the workload task records intents, samplers
+//! follow signal-svc's leadership epochs and each actuator's owned LBs ([`ownership`]), and a
+//! [`tool`] host polls the drain gate through the actuators → after a quiet tail, the judge
+//! gets ARM's log, the intents, the faults as injected, the epochs, the end state, who wrote
+//! what (Kubernetes by credential, ARM by the replica each `User-Agent` names) and the tool's
+//! answers.
 
 pub mod drivers;
+pub mod ownership;
 pub mod schedule;
+pub mod tool;
 pub mod workload;
 
 use crate::judge::State;
@@ -18,9 +23,11 @@ use crate::kube_ops;
 use crate::report::{percentile, secs, table};
 use crate::stack::{KubeKind, Stack, StackOptions};
 use drivers::{Drivers, Leadership, Running};
+use parking_lot::Mutex;
 use schedule::{FaultKind, Plan};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What to run.
@@ -58,7 +65,35 @@ pub struct Report {
     /// signal-svc's Kubernetes writes judged against the Lease: (Lease writes, other writes,
     /// replicas seen writing).
     pub signal_writes: (usize, usize, usize),
+    pub writers: WritersJudged,
+    /// Tool answers judged: (answers, entry states in them).
+    pub tool: (usize, usize),
 }
+
+/// What the one-writer rule judged.
+#[derive(Debug, Clone, Default)]
+pub struct WritersJudged {
+    /// Successful and refused LB writes, by replica.
+    pub writes: BTreeMap<String, usize>,
+    /// Changes of an actuator's owned set seen.
+    pub ownership_changes: usize,
+    /// Longest time two replicas said they owned one LB.
+    pub dual_owner_ms: u64,
+    /// Latest a successful write arrived after its sender stopped owning the LB.
+    pub late_ms: u64,
+}
+
+/// The one-writer rule's bounds here. The gauge is read every 100 ms, and a replica's start
+/// of ownership is dated back to the read before (a write may follow a grant at once), so
+/// two owners can seem to overlap by a read or two; a replica that was frozen reports its
+/// lapsed grant at the next gauge update. Writes are judged by when ARM received them.
+const WRITER_BOUNDS: crate::judge::writer::WriterBounds = crate::judge::writer::WriterBounds {
+    dual_owner_ms: 1_000,
+    in_flight_ms: 2_000,
+};
+/// How far outside `[asked, answered]` a tool answer's ARM state may lie: both clocks are
+/// this process's (arm-sim runs in it), so only scheduling.
+const TOOL_SLACK_MS: u64 = 50;
 
 impl Report {
     pub fn violations(&self) -> usize {
@@ -109,6 +144,8 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
     let options = stack_options(o);
     let bounds = bounds(&options);
     let mut stack = Stack::start(options).await?;
+    let origin = jiff::Timestamp::now();
+    let ownership = ownership::Ownership::follow(&stack, origin);
     // The soak judges the fleet in service: start-up's quiet period (no writer for the first
     // `--assignment-valid-for` of the first leadership) is not a fault's cost.
     stack.wait_assigned(Duration::from_secs(30)).await?;
@@ -140,6 +177,19 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         o.seed,
     );
     let desired = workload.desired.clone();
+    let tool_reads = Arc::new(Mutex::new(Vec::new()));
+    let tool = tool::Tool {
+        actuators: stack
+            .actuators
+            .iter()
+            .filter_map(|a| Some((a.name.clone(), a.grpc_port?)))
+            .collect(),
+        nodes: nodes.clone(),
+        tls: stack.pki.tool_tls()?,
+        desired: desired.clone(),
+        origin,
+        reads: tool_reads.clone(),
+    };
     let mut drivers = Drivers::new(client, o.seed);
 
     let start = jiff::Timestamp::now();
@@ -149,6 +199,7 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         workload.run(t0 + horizon).await;
         workload
     });
+    let asking = tokio::spawn(tool.run(t0 + plan.run, o.seed));
     let mut next = 0;
     let mut running: Vec<Running> = Vec::new();
     loop {
@@ -181,6 +232,7 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
     }
     let workload = work.await?;
     tokio::time::sleep_until((t0 + plan.run).into()).await;
+    asking.await?;
     stack.wait_ready(Duration::from_secs(60)).await?;
     let end = jiff::Timestamp::now();
 
@@ -220,6 +272,28 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
             ),
         });
     }
+    let (writers, v) = judge_writers(&stack, &ownership, origin, end);
+    verdict.violations.extend(v);
+    let reads = tool_reads.lock().clone();
+    let history: Vec<_> = log
+        .iter()
+        .map(|c| {
+            let at = ownership::since(origin, c.time);
+            (
+                at,
+                crate::judge::key(&c.lb, &c.pool, &c.target),
+                c.state,
+                c.outside,
+            )
+        })
+        .collect();
+    verdict.violations.extend(crate::judge::tool::tool_answers(
+        &reads,
+        &history,
+        &stack.cluster.nodes,
+        TOOL_SLACK_MS,
+    ));
+    let tool = (reads.len(), reads.iter().map(|r| r.entries.len()).sum());
     let arm = crate::observe::arm_calls(&stack.arm, start);
     if let Err(e) = write_record(&o.run_dir, &stack, &intents) {
         eprintln!("chaos soak: could not write the run's record: {e}");
@@ -235,7 +309,65 @@ pub async fn run(o: &SoakOptions) -> anyhow::Result<Report> {
         epochs: epochs.len(),
         arm,
         signal_writes,
+        writers,
+        tool,
     })
+}
+
+/// The one-writer rule over the run: every LB write arm-sim received since `origin`, told
+/// apart by the replica its `User-Agent` names, against the owned sets sampled. A write that
+/// names no replica is a violation: nothing could say who sent it.
+fn judge_writers(
+    stack: &Stack,
+    ownership: &ownership::Ownership,
+    origin: jiff::Timestamp,
+    end: jiff::Timestamp,
+) -> (WritersJudged, Vec<rules::Violation>) {
+    use crate::judge::writer::{ArmWrite, lb_of, one_writer};
+    let mut judged = WritersJudged::default();
+    let mut writes = Vec::new();
+    let mut unnamed = 0;
+    for r in stack.arm.requests() {
+        if r.method != "PUT" || !r.path.contains("/loadBalancers/") || r.received < origin {
+            continue;
+        }
+        let Some(writer) = r.user_agent.as_deref().and_then(replica_of) else {
+            unnamed += 1;
+            continue;
+        };
+        *judged.writes.entry(writer.to_owned()).or_default() += 1;
+        writes.push(ArmWrite {
+            at: ownership::since(origin, r.received),
+            lb: lb_of(&r.path).to_ascii_lowercase(),
+            writer: writer.to_owned(),
+            status: r.status,
+        });
+    }
+    let owned = ownership.log.lock().clone();
+    judged.ownership_changes = owned.len();
+    let (dual, late, mut v) = one_writer(
+        &owned,
+        &[],
+        &writes,
+        ownership::since(origin, end),
+        &WRITER_BOUNDS,
+    );
+    judged.dual_owner_ms = dual;
+    judged.late_ms = late;
+    if unnamed > 0 {
+        v.push(rules::Violation {
+            rule: Rule::OneWriter,
+            text: format!("{unnamed} load balancer writes whose User-Agent names no replica"),
+        });
+    }
+    (judged, v)
+}
+
+/// The replica an actuator's `User-Agent` names (`... (actuator-svc; replica=<name>)`).
+fn replica_of(agent: &str) -> Option<&str> {
+    let rest = &agent[agent.find("replica=")? + "replica=".len()..];
+    let name = rest.split([')', ';', ' ']).next()?;
+    (!name.is_empty()).then_some(name)
 }
 
 /// How much later than the injected API latency a Lease holder's last write may be answered.
@@ -420,13 +552,7 @@ pub fn render(r: &Report) -> String {
     let rows: Vec<Vec<String>> = Rule::ALL
         .iter()
         .map(|k| {
-            // Every actuator writes ARM as the same Azure identity: nothing here tells their
-            // writes apart, so this rule is the whole-service simulation's (tests/dst).
-            let count = if *k == Rule::OneWriter {
-                "not judged here (tests/dst)".to_string()
-            } else {
-                per_rule.get(k).map_or(0, Vec::len).to_string()
-            };
+            let count = per_rule.get(k).map_or(0, Vec::len).to_string();
             vec![k.name().to_string(), count]
         })
         .collect();
@@ -445,6 +571,27 @@ pub fn render(r: &Report) -> String {
     out.push_str(&format!(
         "leader only: {} Lease writes and {} other writes of signal-svc by {} replicas judged (each replica its own token)\n",
         r.signal_writes.0, r.signal_writes.1, r.signal_writes.2
+    ));
+    let w = &r.writers;
+    out.push_str(&format!(
+        "one writer: {} load balancer writes by {} replicas ({}) judged against {} owned-set changes read every {} ms; \
+         longest two-owner overlap {} ms (bound {} ms), latest write after losing its LB {} ms\n",
+        w.writes.values().sum::<usize>(),
+        w.writes.len(),
+        w.writes
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        w.ownership_changes,
+        ownership::EVERY.as_millis(),
+        w.dual_owner_ms,
+        WRITER_BOUNDS.dual_owner_ms,
+        w.late_ms,
+    ));
+    out.push_str(&format!(
+        "tool answers: {} GetNodeAdminState(fresh) answers, {} entry states in them judged against ARM\n",
+        r.tool.0, r.tool.1
     ));
     for (rule, texts) in &per_rule {
         out.push_str(&format!("\n{} ({}):\n", rule.name(), texts.len()));

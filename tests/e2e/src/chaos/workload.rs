@@ -69,6 +69,11 @@ impl Desired {
             .collect()
     }
 
+    /// The node of the latest intent (the one a drain script is most likely waiting on).
+    pub fn last_changed(&self) -> Option<String> {
+        self.0.lock().intents.last().map(|i| i.node.clone())
+    }
+
     pub fn intents(&self) -> Vec<Intent> {
         let mut v = self.0.lock().intents.clone();
         v.sort_by_key(|i| i.at);

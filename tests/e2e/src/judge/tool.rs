@@ -21,6 +21,28 @@ pub struct ToolRead {
     pub entries: Vec<(EntryKey, State)>,
 }
 
+/// The entries an answer reports Down or None, keyed as ARM's log is (others say nothing).
+pub fn answered(answer: cutover_proto::v1::GetNodeAdminStateResponse) -> Vec<(EntryKey, State)> {
+    use cutover_proto::v1::AdminState;
+    answer
+        .entries
+        .into_iter()
+        .filter_map(|e| {
+            let state = match AdminState::try_from(e.admin_state).ok()? {
+                AdminState::Down => State::Down,
+                AdminState::None => State::None,
+                _ => return None,
+            };
+            let target = if e.ip_configuration_id.is_empty() {
+                e.ip_address
+            } else {
+                e.ip_configuration_id
+            };
+            Some((super::key(&e.load_balancer, &e.pool, &target), state))
+        })
+        .collect()
+}
+
 /// The **tool answers** rule (issue 26: the drain gate through the actuator): every entry a
 /// `GetNodeAdminState(fresh)` answer reports Down or None was in that state in ARM, with its
 /// operation complete, at some moment between the question and the answer (within `slack`).

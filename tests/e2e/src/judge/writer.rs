@@ -162,6 +162,23 @@ pub fn one_writer(
     (dual, late, out)
 }
 
+/// The LB name in an ARM path (`.../loadBalancers/<name>[/...]`).
+pub fn lb_of(path: &str) -> String {
+    let mut parts = path.split('/');
+    while let Some(p) = parts.next() {
+        if p.eq_ignore_ascii_case("loadBalancers") {
+            return parts
+                .next()
+                .unwrap_or_default()
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+        }
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
