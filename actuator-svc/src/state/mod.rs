@@ -340,6 +340,12 @@ impl Store {
         self.inner.lock().ownership.expires_at()
     }
 
+    /// The accepted assignment's `(epoch, generation)`, if any (never lower than an earlier
+    /// one: `Ownership::accept` refuses stale assignments).
+    pub fn grant_version(&self) -> Option<(u64, u64)> {
+        self.inner.lock().ownership.version()
+    }
+
     // ---- desired states --------------------------------------------------------------------
 
     /// Accepts a leader epoch from a stream's Hello unless a newer one was seen.

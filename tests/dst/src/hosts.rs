@@ -41,6 +41,8 @@ pub struct Slots {
     /// An actuator that never received a grant writes every LB (a tool-only deployment):
     /// (when, host, in that mode).
     pub ungranted: Mutex<Vec<(Ms, String, bool)>>,
+    /// What an actuator process accepted, as its store says, each time it changed.
+    pub accepted: Mutex<Vec<crate::judge::Accepted>>,
 }
 
 impl Slots {
@@ -213,7 +215,11 @@ async fn sample_ownership(slots: &Slots, host: &str, store: &actuator_svc::state
     let lbs = store.lbs();
     let mut last: BTreeMap<String, bool> = BTreeMap::new();
     let mut was_ungranted = None;
+    // This process's life: a restarted actuator starts with nothing accepted.
+    let life = format!("{host} (started {} ms)", now_ms());
+    let mut accepted: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     loop {
+        sample_accepted(slots, &life, store, &mut accepted);
         // No grant yet: `owns` answers true for every LB (see actuator-svc state::ownership).
         let ungranted = store.ownership_expires_at().is_none();
         if was_ungranted != Some(ungranted) {
@@ -235,6 +241,38 @@ async fn sample_ownership(slots: &Slots, host: &str, store: &actuator_svc::state
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Records what the store accepted, when it changed: the assignment's (epoch, generation)
+/// and every stream state's (epoch, seq) by node UID.
+fn sample_accepted(
+    slots: &Slots,
+    life: &str,
+    store: &actuator_svc::state::Store,
+    last: &mut BTreeMap<String, (u64, u64)>,
+) {
+    let grant = store.grant_version().map(|v| ("assignment".to_owned(), v));
+    let states = store
+        .held()
+        .into_iter()
+        .filter(|h| h.source == actuator_svc::state::Source::Stream)
+        .map(|h| {
+            (
+                format!("node {}", h.node.uid),
+                (h.version.epoch, h.version.seq),
+            )
+        });
+    for (what, version) in grant.into_iter().chain(states) {
+        if last.get(&what) != Some(&version) {
+            last.insert(what.clone(), version);
+            slots.accepted.lock().push(crate::judge::Accepted {
+                at: now_ms(),
+                life: life.to_owned(),
+                what,
+                version,
+            });
+        }
     }
 }
 

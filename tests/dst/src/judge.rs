@@ -17,13 +17,14 @@ use crate::observe::Observed;
 use crate::run::Applied;
 use crate::schedule::{FaultKind, Ms, SIGNALS};
 use cutover_e2e::chaos::schedule::FaultKind as SoakKind;
-use cutover_e2e::judge::chaos::{self as rules, Active, Intent, Violation};
+use cutover_e2e::judge::chaos::{self as rules, Active, Intent, Rule, Violation};
 use cutover_e2e::judge::gate::GateChange;
 use cutover_e2e::judge::leader::leader_only;
 use cutover_e2e::judge::tool::tool_answers;
 use cutover_e2e::judge::writer::{ANY_LB, WriterBounds, one_writer};
 use cutover_e2e::judge::{Change, State};
 use jiff::{SignedDuration, Timestamp};
+use std::collections::BTreeMap;
 
 /// The stated bounds of the simulation's own rules.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +87,45 @@ pub struct Measured {
     /// Tool answers judged, and the entry states in them.
     pub tool_answers: usize,
     pub tool_entries: usize,
+    /// Changes of what the actuators accepted, judged never to go backwards.
+    pub accepted: usize,
+}
+
+/// One change of what an actuator process accepted: the assignment's (epoch, generation)
+/// or a node's stream state (epoch, seq), `what` naming which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub at: Ms,
+    /// The process (host and when it started): a restarted one starts from nothing.
+    pub life: String,
+    pub what: String,
+    pub version: (u64, u64),
+}
+
+/// The **accepted never goes backwards** rule: within one actuator process, each
+/// assignment and each node's stream state it accepted is never older than one it accepted
+/// before ((epoch, generation) and (epoch, seq), in order). Returns (changes judged,
+/// violations).
+pub fn accepted_forward(accepted: &[Accepted]) -> (usize, Vec<Violation>) {
+    // (process, what) -> (when, version) last accepted.
+    let mut last: BTreeMap<(&str, &str), &Accepted> = BTreeMap::new();
+    let mut out = Vec::new();
+    for a in accepted {
+        let key = (a.life.as_str(), a.what.as_str());
+        if let Some(before) = last.get(&key)
+            && a.version < before.version
+        {
+            out.push(Violation {
+                rule: Rule::AcceptedBackwards,
+                text: format!(
+                    "{} accepted {} at {:?} at {} ms after {:?} at {} ms",
+                    a.life, a.what, a.version, a.at, before.version, before.at
+                ),
+            });
+        }
+        last.insert(key, a);
+    }
+    (accepted.len(), out)
 }
 
 pub struct Verdict {
@@ -250,6 +290,9 @@ pub fn judge(
         &cluster.nodes,
         bounds.tool_read_ms,
     ));
+    let (accepted, v) = accepted_forward(&o.accepted);
+    measured.accepted = accepted;
+    violations.extend(v);
     let (late, v) = leader_only(&o.kube_writes, bounds.fence_ms);
     measured.late_fence_ms = late;
     violations.extend(v);
@@ -258,5 +301,41 @@ pub fn judge(
         soak,
         measured,
         violations,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(at: Ms, life: &str, what: &str, version: (u64, u64)) -> Accepted {
+        Accepted {
+            at,
+            life: life.into(),
+            what: what.into(),
+            version,
+        }
+    }
+
+    #[test]
+    fn what_an_actuator_accepted_may_only_move_forward_within_its_life() {
+        let ok = [
+            acc(0, "a", "assignment", (1, 3)),
+            acc(10, "a", "assignment", (1, 4)),
+            // A new epoch restarts the generation: newer all the same.
+            acc(20, "a", "assignment", (2, 0)),
+            acc(30, "a", "node u1", (2, 7)),
+            // A restarted process starts from nothing.
+            acc(40, "a (restarted)", "assignment", (1, 0)),
+        ];
+        assert_eq!(accepted_forward(&ok), (5, Vec::new()));
+        // N1's loss: the same epoch re-taken with its sequence back at 0.
+        let back = [
+            acc(0, "a", "node u1", (3, 9)),
+            acc(5, "a", "node u1", (3, 1)),
+        ];
+        let (_, v) = accepted_forward(&back);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].rule, Rule::AcceptedBackwards);
     }
 }

@@ -30,6 +30,8 @@ pub struct Observed {
     pub ungranted: Vec<(Ms, String, bool)>,
     /// The tool's answers ([`crate::tool`]).
     pub tool_reads: Vec<crate::tool::ToolRead>,
+    /// What the actuators accepted, each change.
+    pub accepted: Vec<crate::judge::Accepted>,
     /// Each entry as in effect at the end.
     pub end: Vec<EntryView>,
     pub end_ms: Ms,
@@ -162,6 +164,7 @@ impl Observer {
         self.seen.intents = slots.intents.lock().clone();
         self.seen.ownership = slots.ownership.lock().clone();
         self.seen.ungranted = slots.ungranted.lock().clone();
+        self.seen.accepted = slots.accepted.lock().clone();
         self.seen.tool_reads = slots.tool_reads.lock().clone();
         self.seen.end_ms = now;
         if let Some(arm) = slots.arm.lock().clone() {

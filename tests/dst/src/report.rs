@@ -116,6 +116,8 @@ pub struct Summary {
     /// Tool answers judged against ARM, and the entry states they reported.
     pub tool_answers: usize,
     pub tool_entries: usize,
+    /// Changes of what the actuators accepted, judged never to go backwards.
+    pub accepted: usize,
     /// The shape the seeds ran with (for the replay commands).
     pub shape: Option<crate::schedule::Shape>,
 }
@@ -138,6 +140,7 @@ impl Summary {
         self.single_replica += usize::from(r.signals == 1);
         self.tool_answers += r.measured.tool_answers;
         self.tool_entries += r.measured.tool_entries;
+        self.accepted += r.measured.accepted;
     }
 
     /// Adds another summary's seeds (runs on other threads).
@@ -148,6 +151,7 @@ impl Summary {
         self.faults += o.faults;
         self.tool_answers += o.tool_answers;
         self.tool_entries += o.tool_entries;
+        self.accepted += o.accepted;
         for (k, n) in o.coverage {
             *self.coverage.entry(k).or_default() += n;
         }
@@ -181,6 +185,10 @@ impl Summary {
         s += &format!(
             "drain gate through the actuators: {} GetNodeAdminState(fresh) answers judged, {} entry states in them\n",
             self.tool_answers, self.tool_entries
+        );
+        s += &format!(
+            "accepted never backwards: {} changes of the actuators' accepted assignments and node states judged\n",
+            self.accepted
         );
         s += "coverage (faults applied per kind):\n";
         for k in FaultKind::ALL {

@@ -74,6 +74,10 @@ fn seeds_of_the_whole_services_keep_every_invariant() {
         "no tool answer reported an entry state"
     );
     assert!(
+        summary.accepted > 0,
+        "nothing the actuators accepted was judged"
+    );
+    assert!(
         summary.failing.is_empty(),
         "failing seeds {:?}; replay: {}",
         summary.failing,

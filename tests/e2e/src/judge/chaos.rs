@@ -201,10 +201,13 @@ pub enum Rule {
     OneWriter,
     /// A signal-svc replica wrote a Node without holding the Lease (judged by the simulation).
     LeaderOnly,
+    /// What an actuator accepted (assignment generation, a node's version) went backwards
+    /// (judged by the simulation, which reads the actuators' state).
+    AcceptedBackwards,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 8] = [
+    pub const ALL: [Rule; 9] = [
         Rule::EndState,
         Rule::ChangedTwice,
         Rule::Late,
@@ -213,6 +216,7 @@ impl Rule {
         Rule::DrainGate,
         Rule::OneWriter,
         Rule::LeaderOnly,
+        Rule::AcceptedBackwards,
     ];
 
     pub fn name(self) -> &'static str {
@@ -225,6 +229,7 @@ impl Rule {
             Rule::DrainGate => "drain gate said a state ARM did not have",
             Rule::OneWriter => "two writers of one load balancer",
             Rule::LeaderOnly => "a Node written without the Lease",
+            Rule::AcceptedBackwards => "an actuator's accepted version went backwards",
         }
     }
 }
