@@ -67,6 +67,7 @@ pub fn soak_bounds() -> rules::Bounds {
         retry_after_ms: 1000 * t.retry_after_secs.max(t.lock_retry_after_secs),
         backoff_cap_ms: 30_000,
         signal_failover_ms: 6000,
+        signal_replicas: 2,
         actuator_failover_ms: 10_000,
         watch_recovery_ms: 5000,
         self_heal_ms: 10_000,

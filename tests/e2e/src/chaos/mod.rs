@@ -136,6 +136,7 @@ fn bounds(s: &StackOptions) -> Bounds {
         actuator_failover_ms: 10_000,
         watch_recovery_ms: 5000,
         self_heal_ms: self_heal.as_millis() as u64,
+        signal_replicas: s.signals,
     }
 }
 

@@ -215,6 +215,7 @@ mod tests {
             retry_after_ms: 1000,
             backoff_cap_ms: 5000,
             signal_failover_ms: 6000,
+            signal_replicas: 2,
             actuator_failover_ms: 10_000,
             watch_recovery_ms: 3000,
             self_heal_ms: 10_000,
