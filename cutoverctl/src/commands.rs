@@ -1,7 +1,7 @@
 //! Runs one command against the actuator and prints its answer.
 
 use crate::cli::{Cli, Command, NodeArgs, Output, State, Wait};
-use crate::{connect, escape, render};
+use crate::{connect, escape, out, render};
 use cutover_proto::v1::actuator_client::ActuatorClient;
 use cutover_proto::v1::{
     AdminState, GetNodeAdminStateRequest, ListHeldEntriesRequest, NodeRef,
@@ -107,7 +107,7 @@ fn reached(entries: &[cutover_proto::v1::EntryRef], want: AdminState) -> (bool, 
 }
 
 fn print_json(value: &serde_json::Value) {
-    println!("{}", escape::json(value));
+    out::line(&escape::json(value));
 }
 
 /// What every command uses: the client, the global `--timeout` and the output format.
@@ -156,7 +156,7 @@ async fn get(session: &mut Session, node: NodeArgs, fresh: bool) -> Result<Outco
     if session.json {
         print_json(&render::get_json(&resp));
     } else {
-        print!("{}", render::get_table(&resp));
+        out::print(&render::get_table(&resp));
     }
     Ok(Outcome::Done)
 }
@@ -200,7 +200,7 @@ async fn set(
         value["timedOut"] = resp.timed_out.into();
         print_json(&value);
     } else {
-        print!("{}", render::result_table(std::slice::from_ref(&result)));
+        out::print(&render::result_table(std::slice::from_ref(&result)));
         if resp.timed_out {
             eprintln!("cutoverctl: the wait timed out before the requested phase");
         }
@@ -224,7 +224,7 @@ async fn list(session: &mut Session, load_balancer: Option<String>) -> Result<Ou
     if session.json {
         print_json(&render::held_json(&resp));
     } else {
-        print!("{}", render::held_table(&resp));
+        out::print(&render::held_table(&resp));
     }
     Ok(Outcome::Done)
 }
@@ -259,7 +259,7 @@ async fn wait(
             if session.json {
                 print_json(&render::get_json(&resp));
             } else {
-                println!("node {name}: {summary}");
+                out::line(&format!("node {name}: {summary}"));
             }
             return Ok(Outcome::Done);
         }
@@ -293,11 +293,11 @@ async fn watch(session: &mut Session, node: Option<String>) -> Result<Outcome, F
             let mut lines = text.lines();
             let head = lines.next().unwrap_or_default();
             if header {
-                println!("{head}");
+                out::line(head);
                 header = false;
             }
             for line in lines {
-                println!("{line}");
+                out::line(line);
             }
         }
     }

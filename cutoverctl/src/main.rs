@@ -3,12 +3,13 @@
 //! Flow: parse flags (`cli`) -> open one gRPC channel, with TLS client certificates when given
 //! (`connect`) -> run one command (`commands`) -> print a table or JSON (`render`).
 //! Exit codes: 0 success, 1 the actuator refused or failed, 2 usage or connection error,
-//! 3 a `set --wait` that timed out.
+//! 3 a `set --wait` that timed out, 141 stdout closed by its reader (`out`).
 
 mod cli;
 mod commands;
 mod connect;
 mod escape;
+mod out;
 mod render;
 
 use clap::Parser;

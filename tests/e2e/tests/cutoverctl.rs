@@ -9,17 +9,24 @@ use cutover_e2e::sandbox::Sandbox;
 use cutover_e2e::stack::StackOptions;
 use std::process::Output;
 
-fn ctl(sb: &Sandbox, cert: &cutover_e2e::certs::CertFiles, args: &[&str]) -> Output {
+fn command(
+    sb: &Sandbox,
+    cert: &cutover_e2e::certs::CertFiles,
+    args: &[&str],
+) -> std::process::Command {
     let port = sb.stack.actuators[0].grpc_port.unwrap();
-    std::process::Command::new(cutover_e2e::bins::path("cutoverctl").unwrap())
-        .args(args)
+    let mut c = std::process::Command::new(cutover_e2e::bins::path("cutoverctl").unwrap());
+    c.args(args)
         .env("CUTOVER_ENDPOINT", format!("https://127.0.0.1:{port}"))
         .env("CUTOVER_TLS_CA", &sb.stack.pki.ca)
         .env("CUTOVER_TLS_CERT", &cert.cert)
         .env("CUTOVER_TLS_KEY", &cert.key)
-        .env("CUTOVER_TLS_SERVER_NAME", cutover_e2e::certs::ACTUATOR_NAME)
-        .output()
-        .unwrap()
+        .env("CUTOVER_TLS_SERVER_NAME", cutover_e2e::certs::ACTUATOR_NAME);
+    c
+}
+
+fn ctl(sb: &Sandbox, cert: &cutover_e2e::certs::CertFiles, args: &[&str]) -> Output {
+    command(sb, cert, args).output().unwrap()
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -100,6 +107,17 @@ async fn cutoverctl_sets_gets_and_lists_through_the_actuator() {
     assert_eq!(held["reasons"][0], "maintenance 42");
 
     // The table form names the node too.
+    // Its reader gone (`cutoverctl list | head -0`): exit 141 as SIGPIPE would, no panic,
+    // never a success a drain script could mistake.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let closed = command(&sb, &tool, &["-o", "json", "list"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
     let table = ctl(&sb, &tool, &["list"]);
     assert!(String::from_utf8_lossy(&table.stdout).contains(&node));
 
