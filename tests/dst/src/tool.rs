@@ -51,22 +51,10 @@ pub async fn tool(setup: Arc<Setup>) -> turmoil::Result {
 }
 
 async fn ask(host: &str, node: &str) -> anyhow::Result<Vec<(EntryKey, State)>> {
-    use cutover_proto::v1::actuator_client::ActuatorClient;
-    use cutover_proto::v1::{GetNodeAdminStateRequest, NodeRef};
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{host}:{GRPC_PORT}"))?
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(5))
         .connect_with_connector(net::dialer())
         .await?;
-    let answer = ActuatorClient::new(channel)
-        .get_node_admin_state(GetNodeAdminStateRequest {
-            node: Some(NodeRef {
-                name: node.to_owned(),
-                ..NodeRef::default()
-            }),
-            fresh: true,
-        })
-        .await?
-        .into_inner();
-    Ok(cutover_e2e::judge::tool::answered(answer))
+    cutover_e2e::chaos::tool::ask(channel, node).await
 }

@@ -13,7 +13,7 @@ use cutover_proto::v1::{GetNodeAdminStateRequest, NodeRef};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::{ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 /// How often the tool asks (`cutoverctl wait`'s poll).
 const EVERY: Duration = Duration::from_secs(1);
@@ -62,16 +62,23 @@ impl Tool {
             .timeout(Duration::from_secs(5))
             .connect()
             .await?;
-        let answer = ActuatorClient::new(channel)
-            .get_node_admin_state(GetNodeAdminStateRequest {
-                node: Some(NodeRef {
-                    name: node.to_owned(),
-                    ..NodeRef::default()
-                }),
-                fresh: true,
-            })
-            .await?
-            .into_inner();
-        Ok(crate::judge::tool::answered(answer))
+        ask(channel, node).await
     }
+}
+
+/// One `GetNodeAdminState(fresh)` question about `node` on `channel`, as `cutoverctl wait`
+/// asks it: the entries the answer reports Down or None (the whole-service simulation's tool
+/// asks the same way).
+pub async fn ask(channel: Channel, node: &str) -> anyhow::Result<Vec<(EntryKey, State)>> {
+    let answer = ActuatorClient::new(channel)
+        .get_node_admin_state(GetNodeAdminStateRequest {
+            node: Some(NodeRef {
+                name: node.to_owned(),
+                ..NodeRef::default()
+            }),
+            fresh: true,
+        })
+        .await?
+        .into_inner();
+    Ok(crate::judge::tool::answered(answer))
 }
