@@ -218,8 +218,10 @@ async fn sample_ownership(slots: &Slots, host: &str, store: &actuator_svc::state
     // This process's life: a restarted actuator starts with nothing accepted.
     let life = format!("{host} (started {} ms)", now_ms());
     let mut accepted: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut states = store.changes();
+    states.mark_changed();
     loop {
-        sample_accepted(slots, &life, store, &mut accepted);
+        sample_accepted(slots, &life, store, &mut states, &mut accepted);
         // No grant yet: `owns` answers true for every LB (see actuator-svc state::ownership).
         let ungranted = store.ownership_expires_at().is_none();
         if was_ungranted != Some(ungranted) {
@@ -245,16 +247,23 @@ async fn sample_ownership(slots: &Slots, host: &str, store: &actuator_svc::state
 }
 
 /// Records what the store accepted, when it changed: the assignment's (epoch, generation)
-/// and every stream state's (epoch, seq) by node UID.
+/// each tick, and every stream state's (epoch, seq) by node UID when the store says its
+/// states changed (copying every held state each tick slowed the simulation down).
 fn sample_accepted(
     slots: &Slots,
     life: &str,
     store: &actuator_svc::state::Store,
+    states_changed: &mut tokio::sync::watch::Receiver<u64>,
     last: &mut BTreeMap<String, (u64, u64)>,
 ) {
     let grant = store.grant_version().map(|v| ("assignment".to_owned(), v));
-    let states = store
-        .held()
+    let held = if states_changed.has_changed().unwrap_or(false) {
+        states_changed.borrow_and_update();
+        store.held()
+    } else {
+        Vec::new()
+    };
+    let states = held
         .into_iter()
         .filter(|h| h.source == actuator_svc::state::Source::Stream)
         .map(|h| {
