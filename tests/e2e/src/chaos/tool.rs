@@ -56,14 +56,24 @@ impl Tool {
     }
 
     async fn ask(&self, port: u16, node: &str) -> anyhow::Result<Vec<(EntryKey, State)>> {
-        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
-            .tls_config(self.tls.clone())?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(5))
-            .connect()
-            .await?;
+        let channel = tool_channel(port, &self.tls, Duration::from_secs(5)).await?;
         ask(channel, node).await
     }
+}
+
+/// A channel to the actuator on `port` with the tool's certificate, each call bounded by
+/// `timeout` (the workload's holds and this tool's questions).
+pub async fn tool_channel(
+    port: u16,
+    tls: &ClientTlsConfig,
+    timeout: Duration,
+) -> anyhow::Result<Channel> {
+    Ok(Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
+        .tls_config(tls.clone())?
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(timeout)
+        .connect()
+        .await?)
 }
 
 /// One `GetNodeAdminState(fresh)` question about `node` on `channel`, as `cutoverctl wait`

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::{ClientTlsConfig, Endpoint};
+use tonic::transport::ClientTlsConfig;
 
 /// One reason a node is leaving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -290,12 +290,8 @@ impl Workload {
             .rng
             .pick(&self.actuator_ports)
             .ok_or_else(|| anyhow::anyhow!("no actuator"))?;
-        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))?
-            .tls_config(self.tool_tls.clone())?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(15))
-            .connect()
-            .await?;
+        let channel =
+            super::tool::tool_channel(port, &self.tool_tls, Duration::from_secs(15)).await?;
         ActuatorClient::new(channel)
             .set_node_admin_state(SetNodeAdminStateRequest {
                 node: Some(NodeRef {
