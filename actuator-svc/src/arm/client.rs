@@ -150,8 +150,9 @@ fn cloud_error(body: &[u8]) -> (String, String, Vec<String>) {
     (e.code, e.message, e.details)
 }
 
-/// An ARM request: bearer token, client request id (the transport adds the `User-Agent`), `If-Match` when given, and the body sent
-/// chunk by chunk with its exact length (no chunked encoding).
+/// An ARM request: bearer token, client request id, `If-Match` when given, and the body sent
+/// chunk by chunk with its exact length (no chunked encoding). The transport adds the
+/// `User-Agent`.
 fn request(
     method: &Method,
     url: &Url,
