@@ -650,6 +650,31 @@ impl ArmSim {
         self.shared.state.lock().remove_lb(lb)
     }
 
+    /// A member leaves a pool the way its owner takes it out (cloud-provider-azure's pool PUT
+    /// without the node, or the NIC going with its VM): refused with 429 while an operation holds
+    /// the LB, then at once. `target`: the entry's IP address or NIC ipConfiguration ID.
+    pub fn outside_remove_member(
+        &self,
+        lb: &str,
+        pool: &str,
+        target: &str,
+    ) -> Result<usize, errors::ArmError> {
+        let mut st = self.shared.state.lock();
+        let st = &mut *st;
+        let key = st
+            .store
+            .find_lb(lb)
+            .ok_or_else(|| errors::ArmError::child_not_found(lb))?;
+        lifecycle::remove_member(
+            &mut st.store,
+            &st.ops,
+            &key,
+            pool,
+            target,
+            st.tuning.lock_retry_after_secs,
+        )
+    }
+
     /// Creates a removed load balancer again, as its creator would: same structure and
     /// members, no admin state on any entry.
     pub fn recreate_lb(&self, lb: &str) -> Result<(), String> {

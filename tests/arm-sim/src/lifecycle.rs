@@ -43,6 +43,51 @@ pub fn remove_lb(
         .ok_or_else(|| ArmError::lb_not_found(&key.rg, &key.lb))
 }
 
+/// A member leaves pool `pool` of `key` the way its owner takes it out: cloud-provider-azure's
+/// pool PUT without the node's address (IP-based pools; a node excluded from load balancers or
+/// deleted) or the VMSS instance's NIC going with the VM (NIC-based). Refused with ARM's 429
+/// while an operation holds the LB, like any other write (the owner retries); then at once,
+/// with a new etag. `target` is the entry's IP address or NIC ipConfiguration ID. Returns how
+/// many entries went.
+pub fn remove_member(
+    store: &mut Store,
+    ops: &Operations,
+    key: &LbKey,
+    pool: &str,
+    target: &str,
+    lock_retry_secs: u64,
+) -> Result<usize, ArmError> {
+    let lb = store.lb_mut(&key.sub, &key.rg, &key.lb)?;
+    if let Some(lock) = &lb.lock
+        && ops.ops.get(&lock.op_id).is_some_and(|o| o.running())
+    {
+        return Err(ArmError::another_operation(
+            lock.op_name,
+            &lock.op_id,
+            &lb.resource_guid,
+            lock_retry_secs,
+        ));
+    }
+    let p = lb
+        .pool_mut(pool)
+        .ok_or_else(|| ArmError::child_not_found(pool))?;
+    let before = p.addresses.len();
+    p.addresses.retain(|a| {
+        a.ip_address() != Some(target)
+            && !a
+                .nic_ip_configuration()
+                .is_some_and(|n| n.eq_ignore_ascii_case(target))
+    });
+    p.backend_ip_configurations
+        .retain(|c| !c.eq_ignore_ascii_case(target));
+    let removed = before - p.addresses.len();
+    if removed == 0 {
+        return Err(ArmError::child_not_found(target));
+    }
+    lb.etag = new_etag();
+    Ok(removed)
+}
+
 /// Creates `lb` again in `key`'s group, every admin state cleared; refused (with the reason)
 /// if an LB of that name exists or the group is gone.
 pub fn recreate_lb(
@@ -138,5 +183,45 @@ mod tests {
         assert_eq!(ops.effective[0].op_id, CREATOR);
         // Creating it twice is refused.
         assert!(recreate_lb(&mut store, &mut ops, &key, kept, t).is_err());
+    }
+
+    #[test]
+    fn a_member_leaves_its_pool_but_not_under_a_running_operation() {
+        let seed = crate::seed::Seed::preset("aks-ip", None).unwrap();
+        let mut store = seed.build().unwrap();
+        let mut ops = Operations::default();
+        let key = store.find_lb("kubernetes").unwrap();
+        let lb = store.lb_mut(&key.sub, &key.rg, &key.lb).unwrap();
+        let pool = lb.pools[0].name.clone();
+        let target = lb.pools[0].addresses[0].ip_address().unwrap().to_string();
+        let members = lb.pools[0].addresses.len();
+        let spec = OpSpec {
+            key: key.clone(),
+            location: "eastus".into(),
+            kind: OpKind::PutPool { pool: pool.clone() },
+            op_id: "op1".into(),
+            fail: false,
+        };
+        ops.start(lb, spec, jiff::Timestamp::now());
+        let e = remove_member(&mut store, &ops, &key, &pool, &target, 3).unwrap_err();
+        assert_eq!(e.status.as_u16(), 429);
+        ops.complete("op1", &mut store, jiff::Timestamp::now());
+        let etag = store.lb(&key.sub, &key.rg, &key.lb).unwrap().etag.clone();
+        assert_eq!(
+            remove_member(&mut store, &ops, &key, &pool, &target, 3).unwrap(),
+            1
+        );
+        let lb = store.lb(&key.sub, &key.rg, &key.lb).unwrap();
+        assert_eq!(lb.pools[0].addresses.len(), members - 1);
+        assert!(
+            lb.pools[0]
+                .addresses
+                .iter()
+                .all(|a| a.ip_address() != Some(target.as_str()))
+        );
+        assert_ne!(lb.etag, etag);
+        // Gone already: a second removal says what it did not find.
+        let e = remove_member(&mut store, &ops, &key, &pool, &target, 3).unwrap_err();
+        assert_eq!(e.status.as_u16(), 404);
     }
 }

@@ -16,13 +16,18 @@ pub enum Cause {
     NoEligible,
     /// `Down` reset established flows (U12 second pass).
     AdminDownReset,
+    /// The entry left the backend pool (U4: its established flows blackholed by default).
+    MemberRemoved,
     /// Seen by a real client without a more precise cause.
     Other,
 }
 
 impl Cause {
     pub fn is_hang(self) -> bool {
-        matches!(self, Cause::VmDead | Cause::NoEligible)
+        matches!(
+            self,
+            Cause::VmDead | Cause::NoEligible | Cause::MemberRemoved
+        )
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -31,6 +36,7 @@ impl Cause {
             Cause::PodGone => "pod_gone",
             Cause::NoEligible => "no_eligible",
             Cause::AdminDownReset => "admin_down_reset",
+            Cause::MemberRemoved => "member_removed",
             Cause::Other => "other",
         }
     }
@@ -56,6 +62,11 @@ pub struct CellResult {
     /// Sum of per-run "last new flow" (for the mean).
     pub last_new_sum: f64,
     pub last_new_runs: u64,
+    /// Node given back -> first new flow assigned to it (sum over the runs that saw one).
+    pub return_to_first_new_sum: f64,
+    pub return_runs: u64,
+    /// Runs whose node was given back but took no new flow before the run ended.
+    pub return_without_new: u64,
 }
 
 impl CellResult {
@@ -98,12 +109,19 @@ impl CellResult {
             self.last_new_sum += l;
             self.last_new_runs += 1;
         }
+        self.return_to_first_new_sum += o.return_to_first_new_sum;
+        self.return_runs += o.return_runs;
+        self.return_without_new += o.return_without_new;
         if o.runs == 1 && o.last_new_on_node.is_none() {
             // a run where the node took no new flow after the signal counts as 0
             self.last_new_runs += 1;
         }
     }
-    fn per_run(&self, v: u64) -> f64 {
+    /// Mean time from the node's return to its first new flow, over the runs that saw one.
+    pub fn mean_return_to_first_new(&self) -> Option<f64> {
+        (self.return_runs > 0).then(|| self.return_to_first_new_sum / self.return_runs as f64)
+    }
+    pub fn per_run(&self, v: u64) -> f64 {
         v as f64 / self.runs.max(1) as f64
     }
     pub fn mean_failed_new(&self) -> f64 {

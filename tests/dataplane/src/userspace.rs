@@ -9,8 +9,10 @@
 //! node's state (a proxy cannot make a TCP connect time out), through the same probe state
 //! machine and reaction draws.
 
-use crate::kernel::{Addrs, DataPath, Spawner, run_cell};
+use crate::controller::{Feed, run_cell};
+use crate::kernel::{Addrs, DataPath, Spawner};
 use crate::model::{select, tuple_hash};
+use crate::params::RemovedMemberFlows;
 use crate::report::CellResult;
 use crate::sim::Scenario;
 use parking_lot::Mutex;
@@ -147,6 +149,18 @@ impl DataPath for ProxyPath {
         let _ = self.dead[member].send(true);
         Ok(())
     }
+    fn revive(&mut self, member: usize) -> anyhow::Result<()> {
+        let _ = self.dead[member].send(false);
+        Ok(())
+    }
+    fn remove(&mut self, member: usize, flows: RemovedMemberFlows) -> anyhow::Result<()> {
+        // A proxy cannot send the client a RST mid-flow without closing; `reset` and `blackhole`
+        // both stop forwarding here (the output names the realisation).
+        if flows != RemovedMemberFlows::Keep {
+            let _ = self.dead[member].send(true);
+        }
+        Ok(())
+    }
     fn local_drop(&mut self, member: usize) -> anyhow::Result<()> {
         let mut s = self.state.lock();
         s.local_dropped[member] = true;
@@ -166,6 +180,7 @@ pub async fn run_userspace_cell(
     sc: &Scenario,
     seed: u64,
     exe: &Path,
+    feed: Feed,
 ) -> anyhow::Result<CellResult> {
     let mut path = ProxyPath::start(sc.members, sc.unknowns.muxes.max(1)).await?;
     let addrs = Addrs {
@@ -178,5 +193,5 @@ pub async fn run_userspace_cell(
     let spawner = Spawner {
         exe: exe.to_path_buf(),
     };
-    run_cell(sc, seed, &spawner, &addrs, &mut path, true).await
+    run_cell(sc, seed, &spawner, &addrs, &mut path, true, feed).await
 }

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use cutover_dataplane::controller::Feed;
 use cutover_dataplane::kernel::run_kernel_cell;
 use cutover_dataplane::model::{Departure, Mode, Policy};
 use cutover_dataplane::netns;
@@ -50,8 +51,8 @@ async fn kernel_smoke_cutover_keeps_established_and_probe_only_fails_for_the_pro
     let cut = scaled(Departure::Planned, Mode::Cutover);
     let probe = scaled(Departure::SilentDeath, Mode::ProbeOnly);
     let (a, b) = tokio::join!(
-        run_kernel_cell(&cut, 7, exe, "smoke-cut"),
-        run_kernel_cell(&probe, 7, exe, "smoke-probe"),
+        run_kernel_cell(&cut, 7, exe, "smoke-cut", Feed::Drawn),
+        run_kernel_cell(&probe, 7, exe, "smoke-probe", Feed::Drawn),
     );
     let (cut_r, probe_r) = (a.unwrap(), b.unwrap());
     println!("cutover: {cut_r:?}\nprobe-only: {probe_r:?}");
@@ -118,8 +119,8 @@ async fn userspace_smoke_same_rules() {
     let cut = scaled(Departure::Planned, Mode::Cutover);
     let probe = scaled(Departure::SilentDeath, Mode::ProbeOnly);
     let (a, b) = tokio::join!(
-        run_userspace_cell(&cut, 7, exe),
-        run_userspace_cell(&probe, 7, exe)
+        run_userspace_cell(&cut, 7, exe, Feed::Drawn),
+        run_userspace_cell(&probe, 7, exe, Feed::Drawn)
     );
     let (cut_r, probe_r) = (a.unwrap(), b.unwrap());
     println!("userspace cutover: {cut_r:?}\nuserspace probe-only: {probe_r:?}");

@@ -6,6 +6,7 @@
 //! The `helper-*` subcommands are the processes of a run (members, prober, client).
 
 use clap::{Parser, Subcommand};
+use cutover_dataplane::controller::Feed;
 use cutover_dataplane::helper::{self, ClientArgs, ProbeTarget};
 use cutover_dataplane::model::{Departure, Mode, Policy, closed_form_probe_only};
 use cutover_dataplane::params::Range;
@@ -312,10 +313,23 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
                 let _permit = sem.acquire_owned().await;
                 let r = match real.as_str() {
                     "kernel" => {
-                        kernel::run_kernel_cell(&sc, seed, &exe, &format!("k{i}r{run}")).await
+                        kernel::run_kernel_cell(
+                            &sc,
+                            seed,
+                            &exe,
+                            &format!("k{i}r{run}"),
+                            Feed::Drawn,
+                        )
+                        .await
                     }
                     "userspace" => {
-                        cutover_dataplane::userspace::run_userspace_cell(&sc, seed, &exe).await
+                        cutover_dataplane::userspace::run_userspace_cell(
+                            &sc,
+                            seed,
+                            &exe,
+                            Feed::Drawn,
+                        )
+                        .await
                     }
                     _ => anyhow::bail!("unknown realisation {real}"),
                 };
