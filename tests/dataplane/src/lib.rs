@@ -14,6 +14,7 @@
 
 pub mod controller;
 pub mod helper;
+pub mod helper_cmd;
 pub mod kernel;
 pub mod live;
 pub mod model;

@@ -137,6 +137,16 @@ impl Cluster {
         Ok(())
     }
 
+    /// Sets the Node's finalizers (Karpenter holds `karpenter.sh/termination` on its nodes for
+    /// their whole termination; an empty list lets a deleted Node go).
+    pub async fn set_finalizers(&self, node: &str, finalizers: &[&str]) -> anyhow::Result<()> {
+        let patch = json!({"metadata": {"finalizers": finalizers}});
+        self.nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
     /// The node's condition of type `type_`, if it has one.
     pub async fn condition(
         &self,

@@ -10,6 +10,7 @@
 pub mod bins;
 pub mod certs;
 pub mod chaos;
+pub mod departures;
 pub mod fleet_sim;
 pub mod helm;
 pub mod http;

@@ -89,6 +89,8 @@ pub struct StackOptions {
     /// Extra actuator-svc flags (e.g. `--max-down-share=1.0` where a bench measures speed,
     /// not the blast-radius guard).
     pub actuator_args: Vec<String>,
+    /// Extra signal-svc flags (e.g. `--trigger-cordon=true`).
+    pub signal_args: Vec<String>,
     /// How the services are started ([`FromTarget`] unless a test says otherwise).
     pub launcher: Arc<dyn Launcher>,
     /// The Kubernetes API server: real, or kube-sim where faults are injected.
@@ -117,6 +119,7 @@ impl StackOptions {
             run_dir,
             kube_objects: None,
             actuator_args: Vec::new(),
+            signal_args: Vec::new(),
             launcher: Arc::new(FromTarget),
             kube: KubeKind::best_available(),
         }
@@ -323,6 +326,7 @@ impl Stack {
             .arg(format!("--tls-key={}", file(&p.signal.key)?))
             .arg(format!("--tls-server-name={}", certs::ACTUATOR_NAME))
             .arg(format!("--admin-listen=127.0.0.1:{admin}"))
+            .args(self.options.signal_args.clone())
             .env("RUST_LOG", "info")
             .env("NO_PROXY", loopback_no_proxy())
             .env("no_proxy", loopback_no_proxy())

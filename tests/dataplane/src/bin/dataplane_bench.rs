@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 use cutover_dataplane::controller::Feed;
-use cutover_dataplane::helper::{self, ClientArgs, ProbeTarget};
+use cutover_dataplane::helper_cmd::HelperCmd;
 use cutover_dataplane::model::{Departure, Mode, Policy, closed_form_probe_only};
 use cutover_dataplane::params::Range;
 use cutover_dataplane::report::{CellResult, Row, render_causes, render_table};
@@ -69,51 +69,9 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-#[allow(clippy::enum_variant_names)] // the subcommand names are helper-*
 enum Cmd {
-    #[command(hide = true)]
-    HelperMember {
-        #[arg(long)]
-        id: usize,
-        #[arg(long, default_value = "0.0.0.0")]
-        bind: String,
-        #[arg(long)]
-        service: u16,
-        #[arg(long)]
-        healthz: u16,
-        #[arg(long)]
-        hcnp: u16,
-    },
-    #[command(hide = true)]
-    HelperProber {
-        #[arg(long)]
-        interval: f64,
-        #[arg(long)]
-        http_timeout: f64,
-        #[arg(long)]
-        target: Vec<ProbeTarget>,
-    },
-    #[command(hide = true)]
-    HelperClient {
-        #[arg(long)]
-        target: std::net::SocketAddr,
-        #[arg(long)]
-        rate: f64,
-        #[arg(long)]
-        pool: usize,
-        #[arg(long)]
-        pool_max_age: f64,
-        #[arg(long)]
-        pool_every: f64,
-        #[arg(long)]
-        streams: usize,
-        #[arg(long)]
-        connect_timeout: f64,
-        #[arg(long)]
-        request_timeout: f64,
-        #[arg(long)]
-        duration: f64,
-    },
+    #[command(flatten)]
+    Helper(HelperCmd),
 }
 
 fn parse_range(s: &str) -> anyhow::Result<Range> {
@@ -149,39 +107,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
     match cli.cmd {
-        Some(Cmd::HelperMember {
-            id,
-            bind,
-            service,
-            healthz,
-            hcnp,
-        }) => rt.block_on(helper::member(id, &bind, service, healthz, hcnp)),
-        Some(Cmd::HelperProber {
-            interval,
-            http_timeout,
-            target,
-        }) => rt.block_on(helper::prober(target, interval, http_timeout)),
-        Some(Cmd::HelperClient {
-            target,
-            rate,
-            pool,
-            pool_max_age,
-            pool_every,
-            streams,
-            connect_timeout,
-            request_timeout,
-            duration,
-        }) => rt.block_on(helper::client(ClientArgs {
-            target,
-            new_per_sec: rate,
-            pool,
-            pool_max_age,
-            pool_every,
-            streams,
-            connect_timeout,
-            request_timeout,
-            duration,
-        })),
+        Some(Cmd::Helper(h)) => rt.block_on(h.run()),
         None => rt.block_on(bench(cli)),
     }
 }

@@ -1,0 +1,252 @@
+//! `departures_bench`: what clients feel while AKS nodes leave, every departure driven through
+//! the whole system (issue 28 item 2). Each cell starts a data plane (kernel-true where the
+//! machine allows), runs one departure script against the Kubernetes API server, arm-sim and
+//! both services, and counts failed new connections and broken established flows. Not a test.
+//!
+//!     cargo run --release --bin departures_bench                       # every flow, ~25 min
+//!     cargo run --release --bin departures_bench -- --flows manual,ca --policies Cluster
+//!
+//! The `helper-*` subcommands are the data plane's processes (members, prober, client).
+
+use clap::{Parser, Subcommand};
+use cutover_dataplane::helper_cmd::HelperCmd;
+use cutover_dataplane::model::{Departure, Mode, Policy};
+use cutover_dataplane::params::Range;
+use cutover_dataplane::report::{CellResult, Row, render_causes};
+use cutover_dataplane::sim::Scenario;
+use cutover_e2e::departures::script::{Flow, FlowTimings};
+use cutover_e2e::departures::{self, Realisation, Setup, table};
+use cutover_e2e::stack::{Stack, StackOptions};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(about = "Failed and broken connections per AKS departure, through the whole system")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// Flows: karpenter, ca, upgrade, spot30, spot5, manual.
+    #[arg(long, default_value = "karpenter,ca,upgrade,spot30,spot5,manual")]
+    flows: String,
+    /// Traffic policies: Cluster, Local.
+    #[arg(long, default_value = "Cluster,Local")]
+    policies: String,
+    /// Runs per cell (each its own node and seed), averaged.
+    #[arg(long, default_value_t = 1)]
+    runs: u64,
+    /// Cells at once.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// ARM operation length, "MIN,MAX" seconds (NRP's cadence: 10-20 s).
+    #[arg(long, default_value = "10,20")]
+    arm_op_s: String,
+    /// New connections per second.
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Backend members (nodes) behind the frontend; member 0 leaves.
+    #[arg(long, default_value_t = 4)]
+    members: usize,
+    /// The AKS upgrade's drain, cordon to reimage start (s).
+    #[arg(long, default_value_t = 30.0)]
+    upgrade_drain_s: f64,
+    /// Reimage downtime (s; the contract's range is 60-300).
+    #[arg(long, default_value_t = 60.0)]
+    reimage_s: f64,
+    /// Use the user-space data plane even where the kernel one works.
+    #[arg(long)]
+    userspace: bool,
+    /// Also print every row's failures by kind and cause.
+    #[arg(long)]
+    causes: bool,
+    /// Where the stack's logs go (default target/departures-bench/<time>).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    #[command(flatten)]
+    Helper(HelperCmd),
+}
+
+fn parse_range(s: &str) -> anyhow::Result<Range> {
+    let p: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--arm-op-s {s:?}: {e}"))?;
+    match p.as_slice() {
+        [v] => Ok(Range::fixed(*v)),
+        [a, b] if a <= b => Ok(Range::new(*a, *b)),
+        _ => anyhow::bail!("--arm-op-s {s:?}: MIN,MAX seconds with MIN <= MAX"),
+    }
+}
+
+fn parse_policy(s: &str) -> anyhow::Result<Policy> {
+    match s.trim() {
+        "Cluster" | "cluster" => Ok(Policy::Cluster),
+        "Local" | "local" => Ok(Policy::Local),
+        o => anyhow::bail!("--policies: Cluster or Local, not {o:?}"),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    match cli.cmd {
+        Some(Cmd::Helper(h)) => rt.block_on(h.run()),
+        None => rt.block_on(bench(cli)),
+    }
+}
+
+async fn bench(cli: Cli) -> anyhow::Result<()> {
+    let op = parse_range(&cli.arm_op_s)?;
+    let flows: Vec<Flow> = cli
+        .flows
+        .split(',')
+        .map(Flow::parse)
+        .collect::<Result<_, _>>()?;
+    let policies: Vec<Policy> = cli
+        .policies
+        .split(',')
+        .map(parse_policy)
+        .collect::<Result<_, _>>()?;
+    anyhow::ensure!(cli.members >= 2, "--members must be at least 2");
+    let (realisation, why) = Realisation::pick(cli.userspace);
+    let mut scenario = Scenario::new(Departure::Planned, Policy::Cluster, Mode::ProbeOnly);
+    scenario.members = cli.members;
+    scenario.clients.new_per_sec = cli.rate;
+    let timings = FlowTimings {
+        upgrade_drain: cli.upgrade_drain_s,
+        reimage: Range::fixed(cli.reimage_s),
+        pool_removal: op,
+        ..FlowTimings::default()
+    };
+    let setup = Setup {
+        scenario,
+        timings,
+        gate_budget: 60.0,
+        realisation,
+        helper_exe: std::env::current_exe()?,
+    };
+    let mut wanted = Vec::new();
+    let mut seed = cli.seed;
+    for _ in 0..cli.runs {
+        for &flow in &flows {
+            for &policy in &policies {
+                for mode in flow.modes() {
+                    wanted.push((flow, policy, mode, seed));
+                    seed += 1;
+                }
+            }
+        }
+    }
+    let dir = cli.dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "target/departures-bench/{}",
+            jiff::Timestamp::now().as_second()
+        ))
+    });
+    cutover_dataplane::netns::remove_stale();
+    println!(
+        "departures_bench: {} members, {} new conns/s, ARM operation {}-{} s, realisation {realisation:?} ({why}); logs in {}",
+        cli.members,
+        cli.rate,
+        op.min,
+        op.max,
+        dir.display()
+    );
+    // signal-svc's default triggers first; the cordon trigger needs its own signal-svc flags.
+    let mut rows: Vec<Row> = Vec::new();
+    for cordon in [false, true] {
+        let phase: Vec<_> = wanted
+            .iter()
+            .copied()
+            .filter(|w| (w.2 == Mode::CutoverCordon) == cordon)
+            .collect();
+        if phase.is_empty() {
+            continue;
+        }
+        let user = phase.iter().filter(|w| !w.0.spot()).count();
+        let spot = phase.len() - user;
+        let nodes = departures::cluster_size("aks-ip", user, spot)?;
+        let mut o = StackOptions::realistic(
+            "aks-ip",
+            nodes,
+            dir.join(if cordon { "cordon" } else { "default" }),
+        );
+        o.arm_tuning.completion_delay_ms = (op.min * 1000.0) as u64;
+        o.arm_tuning.completion_delay_max_ms = Some((op.max * 1000.0) as u64);
+        o.actuators = 2;
+        if cordon {
+            o.signal_args = vec!["--trigger-cordon=true".into()];
+        }
+        let mut stack = Stack::start(o).await?;
+        let cells = departures::assign_nodes(&stack.cluster, &phase)?;
+        let results = departures::run_all(&stack, &setup, &cells, cli.parallel).await;
+        stack.stop().await;
+        for (cell, r) in cells.iter().zip(results?) {
+            let r = r.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+            merge_row(&mut rows, cell, &r);
+        }
+    }
+    rows.sort_by_key(|r| order(&flows, &policies, r));
+    println!(
+        "{}",
+        table::render(
+            &rows,
+            &format!("{realisation:?} ({why}), through the whole system")
+        )
+    );
+    if cli.causes {
+        println!("{}", render_causes(&rows));
+    }
+    Ok(())
+}
+
+fn merge_row(rows: &mut Vec<Row>, cell: &departures::Cell, r: &CellResult) {
+    let (d, p, m) = (
+        cell.flow.to_string(),
+        cell.policy.to_string(),
+        cell.mode.to_string(),
+    );
+    match rows
+        .iter_mut()
+        .find(|x| x.departure == d && x.policy == p && x.mode == m)
+    {
+        Some(row) => row.result.merge(r),
+        None => {
+            let mut result = CellResult::default();
+            result.merge(r);
+            rows.push(Row {
+                departure: d,
+                policy: p,
+                mode: m,
+                result,
+            });
+        }
+    }
+}
+
+/// The table's order: flows, then policies as asked, then modes.
+fn order(flows: &[Flow], policies: &[Policy], r: &Row) -> (usize, usize, usize) {
+    let f = flows
+        .iter()
+        .position(|f| f.to_string() == r.departure)
+        .unwrap_or(usize::MAX);
+    let p = policies
+        .iter()
+        .position(|p| p.to_string() == r.policy)
+        .unwrap_or(usize::MAX);
+    let m = [
+        Mode::ProbeOnly,
+        Mode::Kep3836,
+        Mode::Cutover,
+        Mode::CutoverCordon,
+    ]
+    .iter()
+    .position(|m| m.to_string() == r.mode)
+    .unwrap_or(usize::MAX);
+    (f, p, m)
+}
