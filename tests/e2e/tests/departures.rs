@@ -51,6 +51,7 @@ fn scaled_setup() -> Setup {
             pod_exit: 0.5,
             reboot: 5.0,
             settle: 6.0,
+            gate_settle: 1.0,
             ..FlowTimings::default()
         },
         gate_budget: 30.0,
@@ -73,7 +74,7 @@ async fn a_maintenance_through_the_whole_system_fails_no_new_connection_with_cut
         (Flow::ManualDrain, Policy::Cluster, Mode::ProbeOnly, 12),
     ];
     let cells = departures::assign_nodes(&stack.cluster, &wanted).unwrap();
-    let results = departures::run_all(&stack, &setup, &cells, 2)
+    let results = departures::run_all(&stack, &setup, &cells, 2, "s")
         .await
         .unwrap();
     let mut results = results.into_iter().map(|r| r.unwrap());

@@ -93,6 +93,10 @@ pub async fn run_cell(
     let mut sc = setup.scenario.clone();
     sc.policy = cell.policy;
     sc.mode = cell.mode;
+    if cell.flow == Flow::AksUpgrade {
+        // The surge node (AKS's default max-surge of one) joined the pool before the cordon.
+        sc.members += 1;
+    }
     let exe = &setup.helper_exe;
     let data_plane = async {
         match setup.realisation {
@@ -109,13 +113,15 @@ pub async fn run_cell(
         driver::perform(world, &target, &steps, t0, setup.gate_budget, tx).await
     };
     let (result, driven) = tokio::join!(data_plane, drive);
+    // The data plane's own error first: when it fails to start, the script only sees that.
+    let result = result?;
     driven.with_context(|| {
         format!(
             "{} {} {} on {}",
             cell.flow, cell.policy, cell.mode, cell.node
         )
     })?;
-    result
+    Ok(result)
 }
 
 /// The smallest `aks-ip`-shaped cluster with `user` user-pool and `spot` Spot nodes to spare.
@@ -161,12 +167,14 @@ pub fn assign_nodes(
         .collect()
 }
 
-/// Runs `cells` against one stack, `parallel` at a time; results in the cells' order.
+/// Runs `cells` against one stack, `parallel` at a time; results in the cells' order. `prefix`
+/// names the cells' namespaces: unique among the runs of this process.
 pub async fn run_all(
     stack: &crate::stack::Stack,
     setup: &Setup,
     cells: &[Cell],
     parallel: usize,
+    prefix: &str,
 ) -> anyhow::Result<Vec<anyhow::Result<CellResult>>> {
     use futures::StreamExt as _;
     let client = crate::kube_ops::client(&stack.kubeconfig).await?;
@@ -180,7 +188,7 @@ pub async fn run_all(
         .map(|(i, cell)| async move {
             (
                 i,
-                run_cell(world, cluster, setup, cell, &format!("d{i}")).await,
+                run_cell(world, cluster, setup, cell, &format!("{prefix}{i}")).await,
             )
         })
         .buffer_unordered(parallel.max(1))

@@ -160,6 +160,9 @@ pub struct FlowTimings {
     pub pool_removal: Range,
     /// How long the script runs on after its last change, so returns and probes show.
     pub settle: f64,
+    /// Manual drain: how long the operator waits after the gate turns `True` before draining
+    /// (the README's recipe; the data plane may apply `Down` up to U1 after ARM reports it).
+    pub gate_settle: f64,
 }
 
 impl Default for FlowTimings {
@@ -177,6 +180,7 @@ impl Default for FlowTimings {
             pod_exit: 1.0,
             pool_removal: Range::new(10.0, 20.0),
             settle: 25.0,
+            gate_settle: 5.0,
         }
     }
 }
@@ -280,11 +284,15 @@ pub fn build(flow: Flow, mode: Mode, t: &FlowTimings, rng: &mut impl Rng) -> Vec
                 },
             ));
             let gated = mode.is_cutover();
-            if gated {
+            // The README's recipe: the gate, then a settle for the data plane's apply lag (U1).
+            let start = if gated {
                 s.push(step(0.0, Action::WaitGate { down: true }));
-            }
-            s.push(step(0.0, Action::Cordon(true)));
-            let drained = drain(&mut s, 0.0, t, rng);
+                t.gate_settle
+            } else {
+                0.0
+            };
+            s.push(step(start, Action::Cordon(true)));
+            let drained = drain(&mut s, start, t, rng);
             let dead = drained + 1.0;
             s.push(step(dead, Action::VmDead));
             let back = dead + t.reboot;
