@@ -26,6 +26,9 @@ pub struct Target {
     pub pool: String,
     /// The entry's IP address (IP-based pools) or NIC ipConfiguration ID (NIC-based).
     pub entry: String,
+    /// Every entry of the node, (load balancer, pool, entry), both families and every load
+    /// balancer: what leaves with its VM's NIC or cloud-provider-azure's exclusion.
+    pub all: Vec<(String, String, String)>,
 }
 
 impl Target {
@@ -56,11 +59,25 @@ impl Target {
                 aks_fixture::IpFamily::V4,
             ),
         };
+        let entry_of = |family| match cluster.backend_pool_type {
+            aks_fixture::PoolType::NodeIp => n.ip(family),
+            aks_fixture::PoolType::NodeIpConfiguration => {
+                n.ip_configuration_id(&cluster.subscription_id, &cluster.resource_group, family)
+            }
+        };
+        let all = cluster
+            .load_balancers
+            .iter()
+            .flat_map(|lb| lb.pools.iter().map(move |p| (lb, p)))
+            .filter(|(_, p)| p.members.iter().any(|m| m == node))
+            .map(|(lb, p)| (lb.name.clone(), p.name.clone(), entry_of(p.family)))
+            .collect();
         Ok(Target {
             node: node.to_string(),
             lb: lb.name.clone(),
             pool: pool.name.clone(),
             entry,
+            all,
         })
     }
 }
@@ -183,18 +200,22 @@ async fn removals(
 ) -> anyhow::Result<()> {
     for st in steps.iter().filter(|s| s.action == Action::RemoveFromPool) {
         sleep_until_unix(t0 + st.at).await;
-        loop {
-            match world
-                .arm
-                .outside_remove_member(&target.lb, &target.pool, &target.entry)
-            {
-                Ok(_) => break,
-                Err(e) if e.status.as_u16() == 429 => {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+        // The Service's pool first (the one the data plane reads), then the node's other
+        // entries: they leave together, and a Down entry left behind in another pool would
+        // count against cutover's blast-radius guard for every later departure.
+        let mut all = target.all.clone();
+        all.sort_by_key(|(lb, pool, _)| !(lb == &target.lb && pool == &target.pool));
+        for (lb, pool, entry) in &all {
+            loop {
+                match world.arm.outside_remove_member(lb, pool, entry) {
+                    Ok(_) => break,
+                    Err(e) if e.status.as_u16() == 429 => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    // Gone already.
+                    Err(e) if e.status.as_u16() == 404 => break,
+                    Err(e) => anyhow::bail!("removing {entry} from {lb}/{pool}: {e:?}"),
                 }
-                // Gone already.
-                Err(e) if e.status.as_u16() == 404 => break,
-                Err(e) => anyhow::bail!("removing {} from {}: {e:?}", target.entry, target.pool),
             }
         }
     }
