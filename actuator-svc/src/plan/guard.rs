@@ -152,13 +152,22 @@ impl Guard {
     }
 
     /// Records what the last round on `lb` refused (node key -> reason).
-    pub fn record(&self, lb: &str, refused: BTreeMap<String, String>) {
+    /// Keeps what the guard refuses now on `lb`; returns the nodes (key, reason) it did not
+    /// refuse there before, so a refusal is logged once, not every round.
+    pub fn record(&self, lb: &str, refused: BTreeMap<String, String>) -> Vec<(String, String)> {
         let mut map = self.refused.lock();
+        let before = map.get(lb);
+        let new = refused
+            .iter()
+            .filter(|(k, _)| before.is_none_or(|b| !b.contains_key(*k)))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
         if refused.is_empty() {
             map.remove(lb);
         } else {
             map.insert(lb.to_string(), refused);
         }
+        new
     }
 
     /// What the guard refuses now for the node `key`: (LB, reason).
@@ -286,5 +295,18 @@ mod tests {
             vec![("lb2".to_string(), "s".to_string())]
         );
         assert!(clone.refused("uid2").is_empty());
+    }
+
+    #[test]
+    fn a_refusal_is_reported_once_until_it_ends() {
+        let g = Guard::new(0.5).unwrap();
+        let one = BTreeMap::from([("n1".to_string(), "full".to_string())]);
+        assert_eq!(
+            g.record("lb", one.clone()),
+            vec![("n1".into(), "full".into())]
+        );
+        assert!(g.record("lb", one.clone()).is_empty());
+        assert!(g.record("lb", BTreeMap::new()).is_empty());
+        assert_eq!(g.record("lb", one).len(), 1);
     }
 }

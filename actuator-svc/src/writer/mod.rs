@@ -223,7 +223,10 @@ impl Writer {
         let plan = plan::plan_lb(&index, &self.lb, &t, &self.cfg.guard);
         let refused = outcome::refused(&plan);
         self.metrics.guard_refused(&self.lb, refused.len());
-        self.cfg.guard.record(&self.lb, refused);
+        for (node, reason) in self.cfg.guard.record(&self.lb, refused) {
+            // The node stays with the health probe; its drain gate stays Unknown.
+            tracing::warn!(lb = %self.lb, node = %node, %reason, "not cut");
+        }
         plan
     }
 }
