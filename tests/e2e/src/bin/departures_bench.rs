@@ -3,8 +3,8 @@
 //! machine allows), runs one departure script against the Kubernetes API server, arm-sim and
 //! both services, and counts failed new connections and broken established flows. Not a test.
 //!
-//!     cargo run --release --bin departures_bench                       # every flow, ~25 min
-//!     cargo run --release --bin departures_bench -- --flows manual,ca --policies Cluster
+//!     cargo run --bin departures_bench                                 # every flow, ~30 min
+//!     cargo run --bin departures_bench -- --flows manual,ca --policies Cluster
 //!
 //! The `helper-*` subcommands are the data plane's processes (members, prober, client).
 
