@@ -19,6 +19,25 @@ use crate::store::{LbKey, Store};
 /// The outside writer's name in the effective log (as [`crate::lro::outside_write`]).
 const CREATOR: &str = "outside-writer";
 
+/// ARM's 429 while a running operation holds `lb` (NRP serialises writes behind it).
+fn refuse_while_locked(
+    lb: &LoadBalancer,
+    ops: &Operations,
+    lock_retry_secs: u64,
+) -> Result<(), ArmError> {
+    match &lb.lock {
+        Some(lock) if ops.ops.get(&lock.op_id).is_some_and(|o| o.running()) => {
+            Err(ArmError::another_operation(
+                lock.op_name,
+                &lock.op_id,
+                &lb.resource_guid,
+                lock_retry_secs,
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Deletes the load balancer `key` unless an operation holds it; returns its last state.
 pub fn remove_lb(
     store: &mut Store,
@@ -26,17 +45,7 @@ pub fn remove_lb(
     key: &LbKey,
     lock_retry_secs: u64,
 ) -> Result<LoadBalancer, ArmError> {
-    let lb = store.lb(&key.sub, &key.rg, &key.lb)?;
-    if let Some(lock) = &lb.lock
-        && ops.ops.get(&lock.op_id).is_some_and(|o| o.running())
-    {
-        return Err(ArmError::another_operation(
-            lock.op_name,
-            &lock.op_id,
-            &lb.resource_guid,
-            lock_retry_secs,
-        ));
-    }
+    refuse_while_locked(store.lb(&key.sub, &key.rg, &key.lb)?, ops, lock_retry_secs)?;
     let g = store.rg_mut(&key.sub, &key.rg)?;
     g.lbs
         .remove(&key.lb.to_ascii_lowercase())
@@ -58,16 +67,7 @@ pub fn remove_member(
     lock_retry_secs: u64,
 ) -> Result<usize, ArmError> {
     let lb = store.lb_mut(&key.sub, &key.rg, &key.lb)?;
-    if let Some(lock) = &lb.lock
-        && ops.ops.get(&lock.op_id).is_some_and(|o| o.running())
-    {
-        return Err(ArmError::another_operation(
-            lock.op_name,
-            &lock.op_id,
-            &lb.resource_guid,
-            lock_retry_secs,
-        ));
-    }
+    refuse_while_locked(lb, ops, lock_retry_secs)?;
     let p = lb
         .pool_mut(pool)
         .ok_or_else(|| ArmError::child_not_found(pool))?;

@@ -16,6 +16,19 @@ impl Range {
     pub const fn new(min: f64, max: f64) -> Self {
         Range { min, max }
     }
+    /// `"V"` (fixed) or `"MIN,MAX"` with MIN <= MAX, in seconds.
+    pub fn parse(s: &str) -> anyhow::Result<Self> {
+        let p: Vec<f64> = s
+            .split(',')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("{s:?}: {e}"))?;
+        match p.as_slice() {
+            [v] => Ok(Range::fixed(*v)),
+            [a, b] if a <= b => Ok(Range::new(*a, *b)),
+            _ => anyhow::bail!("{s:?}: MIN,MAX with MIN <= MAX"),
+        }
+    }
     pub fn mean(&self) -> f64 {
         (self.min + self.max) / 2.0
     }

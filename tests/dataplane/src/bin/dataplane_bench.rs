@@ -75,15 +75,7 @@ enum Cmd {
 }
 
 fn parse_range(s: &str) -> anyhow::Result<Range> {
-    let p: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse())
-        .collect::<Result<_, _>>()?;
-    Ok(match p.as_slice() {
-        [v] => Range::fixed(*v),
-        [a, b] => Range::new(*a, *b),
-        _ => anyhow::bail!("MIN,MAX"),
-    })
+    Range::parse(s).map_err(|e| anyhow::anyhow!("--arm-op-s {e}"))
 }
 
 fn departures(s: &str, upgrade_drain: f64) -> anyhow::Result<Vec<Departure>> {

@@ -84,16 +84,7 @@ enum Cmd {
 }
 
 fn parse_range(s: &str) -> anyhow::Result<Range> {
-    let p: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse::<f64>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("--arm-op-s {s:?}: {e}"))?;
-    match p.as_slice() {
-        [v] => Ok(Range::fixed(*v)),
-        [a, b] if a <= b => Ok(Range::new(*a, *b)),
-        _ => anyhow::bail!("--arm-op-s {s:?}: MIN,MAX seconds with MIN <= MAX"),
-    }
+    Range::parse(s).map_err(|e| anyhow::anyhow!("--arm-op-s {e}"))
 }
 
 fn parse_policy(s: &str) -> anyhow::Result<Policy> {
